@@ -1,0 +1,30 @@
+# Two commands for a fresh machine (Python 3.11 and Java 17): `make demo` and `make test`.
+# Each creates the virtual environment .venv and installs kraftlab into it first.
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test bench schema clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e ".[test]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/kraftlab demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q tests
+
+bench: $(STAMP)
+	$(BIN)/python bench/sim_throughput.py
+
+schema: $(STAMP)
+	$(BIN)/kraftlab schema > workloads/scenario.schema.json
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

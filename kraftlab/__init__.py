@@ -1,0 +1,1 @@
+"""kraftlab: a laboratory for the Apache Kafka replication protocol in KRaft mode."""

@@ -1,0 +1,124 @@
+"""The `kraftlab` command (contract.md, "Command line").
+
+Exit codes: 0 every expectation held and no unexpected invariant violation; 1 an expectation
+failed or an invariant was violated (the replay command is printed); 2 the input is invalid
+(nothing runs, nothing is written).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from kraftlab.runner import RunResult, RunSetupError, run_scenario
+from kraftlab.scenario.loading import ScenarioError, library_scenarios, load_scenario, parse_yaml
+from kraftlab.scenario.schema import Scenario
+
+DEMO_SCENARIO = "sim-faults-smoke"
+
+out = Console()
+err = Console(stderr=True)
+
+
+def _input_error(message: str) -> None:
+    err.print(f"[bold red]error:[/] {message}", highlight=False, markup=True, soft_wrap=True)
+    sys.exit(2)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="kraftlab")
+def main() -> None:
+    """kraftlab: a laboratory for the Apache Kafka replication protocol in KRaft mode."""
+
+
+@main.command()
+@click.argument("scenario")
+@click.option("--runtime", type=click.Choice(["sim", "ray"]), default=None, help="Override the scenario's runtime.")
+@click.option("--seed", type=click.IntRange(min=0), default=None, help="Override the scenario's seed.")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None, help="Run directory (default runs/<name>-<seed>-<time>/).")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a scenario key by dotted path.")
+def run(scenario: str, runtime: str | None, seed: int | None, out_dir: Path | None, overrides: tuple[str, ...]) -> None:
+    """Run SCENARIO (a file, or a name from `kraftlab scenarios`)."""
+    try:
+        sc, path = load_scenario(scenario, overrides, seed=seed, runtime=runtime)
+    except ScenarioError as exc:
+        _input_error(str(exc))
+        return
+    _run_and_report(sc, scenario, overrides, out_dir)
+
+
+def _run_and_report(sc: Scenario, source: str, overrides: tuple[str, ...], out_dir: Path | None) -> RunResult:
+    out.print(f"[bold]{sc.name}[/]  seed={sc.seed}  runtime={sc.runtime}  steps={len(sc.steps)}", highlight=False)
+    try:
+        with out.status("running…") as status:
+            result = run_scenario(
+                sc,
+                source=source,
+                overrides=overrides,
+                out_dir=out_dir,
+                on_step=lambda i, step: status.update(f"step {i}: {step.kind()}"),
+            )
+    except RunSetupError as exc:
+        _input_error(str(exc))
+        raise  # unreachable
+    _print_summary(result)
+    sys.exit(0 if result.ok else 1)
+
+
+def _print_summary(result: RunResult) -> None:
+    s = result.summary
+    table = Table(show_header=False, box=None)
+    table.add_row("result", "[green]ok[/]" if s["ok"] else "[red]FAILED[/]")
+    for key in ("acked", "failed", "acked_lost", "consumed", "events", "sim_ms", "wall_s", "trace_hash"):
+        value = s["stats"].get(key)
+        table.add_row(key, "-" if value is None else str(value))
+    out.print(table)
+    for f in s["failures"]:
+        out.print(f"[red]failure[/] step {f['step']} ({f['kind']}): {f['detail']}", highlight=False)
+    for v in s["violations"]:
+        expected = v["invariant"] in s["expect_violations"]
+        tag = "[yellow]expected violation[/]" if expected else "[red]violation[/]"
+        out.print(f"{tag} {v['invariant']} at {v['at_ms']} ms: {v['detail']}", highlight=False)
+    missing = set(s["expect_violations"]) - {v["invariant"] for v in s["violations"]}
+    for name in sorted(missing):
+        out.print(f"[red]expected violation did not happen:[/] {name}", highlight=False)
+    out.print(f"run directory: {result.run_dir}", highlight=False)
+    if not s["ok"]:
+        out.print(f"replay: {s['replay']}", highlight=False)
+
+
+@main.command()
+def scenarios() -> None:
+    """List the built-in scenario library."""
+    table = Table("name", "description")
+    for name, path in library_scenarios().items():
+        raw = parse_yaml(path.read_text(), str(path))
+        table.add_row(name, str(raw.get("description", "")).strip().split("\n")[0])
+    out.print(table)
+
+
+@main.command()
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None)
+def demo(out_dir: Path | None) -> None:
+    """The default job. Until the Ray runtime lands it runs a built-in scenario in the simulator."""
+    try:
+        sc, _ = load_scenario(DEMO_SCENARIO)
+    except ScenarioError as exc:
+        _input_error(str(exc))
+        return
+    _run_and_report(sc, DEMO_SCENARIO, (), out_dir)
+
+
+@main.command()
+def schema() -> None:
+    """Print the JSON Schema of scenario files (for editors)."""
+    click.echo(json.dumps(Scenario.model_json_schema(by_alias=True), indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,36 @@
+"""The invariant names of reference/protocol-facts.md (the names violations are reported under).
+
+Scenario files may list any of these in `expect_violations`; the checks themselves live next to the
+roles they observe.
+"""
+
+from __future__ import annotations
+
+PARTITION_INVARIANTS: dict[str, str] = {
+    "LeaderCompleteness": "a current leader's log holds every offset below the true HWM and every record acknowledged with acks=all",
+    "LogMatching": "for any two replicas, records below min(HWM_a, HWM_b) are identical",
+    "LeaderCandidateCompleteness": "every running member of the controller's ISR and ELR has LEO >= true HWM",
+    "ReplicationQuorumSuperset": "when the leader's ISR size >= MinISR, the leader's Maximal ISR is a superset of the controller's ISR plus ELR",
+    "NoCommittedRecordLostGlobally": "every acknowledged (acks=all) record exists on some replica",
+    "UncleanExclusion": "a replica restarted after an unclean shutdown is not leader, not in the ISR, not in the ELR until it has caught up",
+    "IsrElrShape": "ISR and ELR are subsets of Replicas, disjoint, and ELR is empty whenever ISR size >= MinISR",
+    "NoFencedInIsr": "with ELR on, a fenced broker is never in the controller's ISR",
+    "StrictMinIsrHWM": "the leader never advances the HWM while its committed ISR size < effective MinISR",
+    "TrueHWMMonotonic": "the true HWM never decreases",
+    "AppliedHWM": "ListOffsets is unavailable while HWM < LESO; ISR expansion needs LEO >= max(HWM, LESO) and a fetch in the current epoch",
+    "MonotonicEpochs": "leader epoch, partition epoch and broker epoch only grow",
+    "ConsistentRead": "once a consumer has read offset o (below the HWM), the record at o never changes or disappears",
+}
+
+QUORUM_INVARIANTS: dict[str, str] = {
+    "ElectionSafety": "at most one leader per epoch",
+    "RaftLogMatching": "entries below min(hwm_a, hwm_b) are identical on any two voters",
+    "RaftLeaderCompleteness": "the newest leader holds every committed entry",
+    "RaftDurability": "every committed entry exists on at least one live voter",
+    "MonotonicHighWatermark": "the leader-reported HWM never decreases; a new leader only advances it past its epoch start offset",
+    "MonotonicEpoch": "a voter's persisted epoch never decreases",
+    "ConsistentCommittedData": "the entry at a committed offset is the same on every voter, forever",
+    "OnlyProspectiveToCandidate": "with Pre-Vote, a voter becomes Candidate only from Prospective after a pre-vote majority",
+}
+
+INVARIANT_NAMES: frozenset[str] = frozenset(PARTITION_INVARIANTS) | frozenset(QUORUM_INVARIANTS)

@@ -1,0 +1,165 @@
+"""Running one scenario end to end: build the cluster, run the steps, write the run directory.
+
+The run directory (contract.md, "Run directory") is assembled in a hidden sibling folder and
+renamed into place when complete, so a reader never sees a half-written run:
+
+    summary.json    the run summary (contract.md)
+    scenario.yaml   the scenario as run, with every default filled in
+    events/         msgpack event streams, one per node (observability/event_log.py)
+    error.txt       only when the run itself broke (a role's internal assertion, a bug)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kraftlab.scenario.schema import Scenario
+from observability.event_log import EventLog
+from workloads.cluster_view import plain
+from workloads.steps import Failure, StepRunner
+
+DEFAULT_RUNS_ROOT = Path("runs")
+
+
+class RunSetupError(Exception):
+    """The run cannot start (e.g. the output folder is taken): exit code 2, nothing written."""
+
+
+@dataclass
+class RunResult:
+    summary: dict[str, Any]
+    run_dir: Path
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.summary["ok"])
+
+
+def replay_command(source: str, scenario: Scenario, overrides: Sequence[str] = ()) -> str:
+    parts = ["kraftlab", "run", source, "--seed", str(scenario.seed), "--runtime", scenario.runtime]
+    for item in overrides:
+        parts += ["--set", item]
+    return shlex.join(parts)
+
+
+def default_run_dir(scenario: Scenario, root: Path = DEFAULT_RUNS_ROOT) -> Path:
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    base = root / f"{scenario.name}-{scenario.seed}-{stamp}"
+    candidate, n = base, 1
+    while candidate.exists():
+        n += 1
+        candidate = base.with_name(f"{base.name}-{n}")
+    return candidate
+
+
+def _build_runtime(scenario: Scenario, events: EventLog):
+    from actors.runtime.sim.cluster import SimCluster  # the simulator is only loaded when used
+
+    return SimCluster(scenario, event_sinks=[events])
+
+
+def run_scenario(
+    scenario: Scenario,
+    *,
+    source: str,
+    overrides: Sequence[str] = (),
+    out_dir: Path | None = None,
+    on_step: Callable[[int, Any], None] | None = None,
+) -> RunResult:
+    """Run `scenario` and write its run directory; `source` is how the user named it (for replay)."""
+    final_dir = Path(out_dir) if out_dir is not None else default_run_dir(scenario)
+    if final_dir.exists() and any(final_dir.iterdir()):
+        raise RunSetupError(f"--out {final_dir}: the folder exists and is not empty")
+    if scenario.runtime != "sim":
+        raise RunSetupError(f"runtime {scenario.runtime!r} is not available in this version; use --runtime sim")
+    final_dir.parent.mkdir(parents=True, exist_ok=True)
+    work_dir = final_dir.with_name(f".{final_dir.name}.partial-{os.getpid()}")
+    shutil.rmtree(work_dir, ignore_errors=True)
+    work_dir.mkdir(parents=True)
+
+    started = time.perf_counter()
+    events = EventLog(work_dir / "events")
+    failures: list[Failure] = []
+    error: str | None = None
+    runtime = None
+    steps = None
+    try:
+        runtime = _build_runtime(scenario, events)
+        steps = StepRunner(runtime, scenario)
+        failures = steps.run(on_step)
+    except Exception as exc:  # a broken internal invariant or a bug: keep the evidence, fail the run
+        error = "".join(traceback.format_exception(exc))
+        at_step = steps.current if steps is not None else -1
+        failures.append(Failure(at_step, "internal_error", f"{type(exc).__name__}: {exc} (see error.txt)"))
+    finally:
+        events.close()
+    wall_s = time.perf_counter() - started
+
+    summary = build_summary(scenario, runtime, failures, wall_s, replay_command(source, scenario, overrides))
+    (work_dir / "scenario.yaml").write_text(yaml.safe_dump(scenario.model_dump(by_alias=True), sort_keys=False))
+    if error is not None:
+        (work_dir / "error.txt").write_text(error)
+    (work_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    if final_dir.exists():
+        final_dir.rmdir()  # empty (checked above)
+    os.replace(work_dir, final_dir)
+    return RunResult(summary, final_dir)
+
+
+def build_summary(
+    scenario: Scenario, runtime: Any, failures: list[Failure], wall_s: float, replay: str
+) -> dict[str, Any]:
+    violations = runtime.violations() if runtime is not None else []
+    violated = {v["invariant"] for v in violations}
+    ok = not failures and violated == set(scenario.expect_violations)
+    stats: dict[str, Any] = {}
+    final: dict[str, Any] = {"partitions": {}, "brokers": {}, "quorum": {}}
+    if runtime is not None:
+        view = runtime.view()
+        history = view.history()
+        runtime_stats = runtime.stats()
+        stats = {
+            "acked": history.get("acked"),
+            "failed": history.get("failed"),
+            "acked_lost": history.get("acked_lost"),
+            "consumed": history.get("consumed"),
+            "elections_clean": history.get("elections_clean"),
+            "elections_unclean": history.get("elections_unclean"),
+            "events": runtime_stats["events"],
+            "sim_ms": runtime_stats["sim_ms"],
+            "wall_s": round(wall_s, 3),
+            "trace_hash": runtime_stats["trace_hash"],
+            "messages_delivered": runtime_stats["messages_delivered"],
+            "messages_dropped": runtime_stats["messages_dropped"],
+        }
+        final = {
+            "partitions": plain(view.partitions()),
+            "brokers": plain(view.brokers()),
+            "quorum": plain(view.quorum()),
+        }
+    return plain(
+        {
+            "scenario": scenario.name,
+            "seed": scenario.seed,
+            "runtime": scenario.runtime,
+            "ok": ok,
+            "failures": [f.as_dict() for f in failures],
+            "violations": violations,
+            "expect_violations": list(scenario.expect_violations),
+            "stats": stats,
+            "final": final,
+            "replay": replay,
+        }
+    )

@@ -1,0 +1,144 @@
+"""Cross-reference checks: what a schema alone cannot see (node names exist, topics exist, broker
+ids are in range, assignments fit the replication factor). Each problem is `(key path, message)`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from .schema import (
+    AlterConfigStep,
+    Condition,
+    ConsumeStep,
+    CrashStep,
+    ElectStep,
+    HealStep,
+    IsolateStep,
+    LinkStep,
+    LoadStep,
+    PartitionStep,
+    ProduceStep,
+    ReassignStep,
+    RestartStep,
+    Scenario,
+    ShutdownStep,
+    WaitForStep,
+    ExpectStep,
+    split_partition_ref,
+)
+
+Problem = tuple[str, str]
+
+
+def check_references(sc: Scenario) -> list[Problem]:
+    return list(_topics(sc)) + list(_steps(sc))
+
+
+def _topics(sc: Scenario) -> Iterator[Problem]:
+    brokers = sc.cluster.brokers
+    seen: set[str] = set()
+    for i, t in enumerate(sc.topics):
+        at = f"topics[{i}]"
+        if t.name in seen:
+            yield f"{at}.name", f"topic {t.name!r} is defined twice"
+        seen.add(t.name)
+        rf = t.replication_factor or 0
+        if rf > brokers:
+            yield f"{at}.replication_factor", f"expected at most cluster.brokers ({brokers}), got {rf}"
+        if t.assignment is not None:
+            expected = set(range(t.partitions))
+            if set(t.assignment) != expected:
+                yield f"{at}.assignment", f"expected exactly the partitions 0..{t.partitions - 1}, got {sorted(t.assignment)}"
+            for p, replicas in sorted(t.assignment.items()):
+                if len(replicas) != rf:
+                    yield f"{at}.assignment.{p}", f"expected {rf} replicas (replication_factor), got {len(replicas)}"
+                if len(set(replicas)) != len(replicas):
+                    yield f"{at}.assignment.{p}", f"a broker appears twice in {replicas}"
+                for b in replicas:
+                    if b > brokers:
+                        yield f"{at}.assignment.{p}", f"broker {b} does not exist (brokers are 1..{brokers})"
+
+
+def _partition(sc: Scenario, ref: str, at: str) -> Iterator[Problem]:
+    topic, index = split_partition_ref(ref)
+    t = sc.topic(topic)
+    if t is None:
+        yield at, f"unknown topic {topic!r} (topics: {', '.join(x.name for x in sc.topics) or 'none'})"
+    elif index >= t.partitions:
+        yield at, f"topic {topic!r} has partitions 0..{t.partitions - 1}, not {index}"
+
+
+def _node(sc: Scenario, ref: str, at: str) -> Iterator[Problem]:
+    if ref.startswith("partition-"):
+        yield from _partition(sc, ref.split(":", 1)[1], at)
+        return
+    if ref in ("controller-leader", "controller-follower", "all"):
+        return
+    kind, number = ref[0], int(ref[1:])
+    limit = sc.cluster.brokers if kind == "b" else sc.cluster.controllers
+    if not 1 <= number <= limit:
+        yield at, f"unknown node {ref!r} (nodes: b1..b{sc.cluster.brokers}, c1..c{sc.cluster.controllers})"
+
+
+def _broker(sc: Scenario, broker: int, at: str) -> Iterator[Problem]:
+    if broker > sc.cluster.brokers:
+        yield at, f"broker {broker} does not exist (brokers are 1..{sc.cluster.brokers})"
+
+
+def _topic_partition(sc: Scenario, topic: str, partition: int, at: str) -> Iterator[Problem]:
+    yield from _partition(sc, f"{topic}-{partition}", at)
+
+
+def _condition(sc: Scenario, c: Condition, at: str) -> Iterator[Problem]:
+    if c.partition is not None:
+        yield from _partition(sc, c.partition, f"{at}.partition")
+    if c.replica is not None:
+        yield from _partition(sc, c.replica.partition, f"{at}.replica.partition")
+        yield from _broker(sc, c.replica.broker, f"{at}.replica.broker")
+    if c.broker is not None:
+        yield from _broker(sc, c.broker, f"{at}.broker")
+    for key in ("replicas", "isr", "elr", "last_known_elr"):
+        for b in getattr(c, key) or []:
+            yield from _broker(sc, b, f"{at}.{key}")
+    for voter in c.states or {}:
+        if voter > sc.cluster.controllers:
+            yield f"{at}.states", f"voter {voter} does not exist (voters are 1..{sc.cluster.controllers})"
+    if c.quorum is not None and isinstance(c.leader, int) and c.leader > sc.cluster.controllers:
+        yield f"{at}.leader", f"voter {c.leader} does not exist (voters are 1..{sc.cluster.controllers})"
+
+
+def _steps(sc: Scenario) -> Iterator[Problem]:
+    for i, step in enumerate(sc.steps):
+        at = f"steps[{i}].{step.kind()}"
+        match step:
+            case ProduceStep(produce=a) | ConsumeStep(consume=a):
+                yield from _topic_partition(sc, a.topic, a.partition, at)
+            case LoadStep(load=a):
+                for t in a.topics or []:
+                    if sc.topic(t) is None:
+                        yield f"{at}.topics", f"unknown topic {t!r}"
+                if a.topics is None and not sc.topics:
+                    yield at, "a load needs at least one topic"
+            case CrashStep(crash=a):
+                yield from _node(sc, a.node, f"{at}.node")
+            case RestartStep(restart=n) | ShutdownStep(shutdown=n) | IsolateStep(isolate=n) | HealStep(heal=n):
+                yield from _node(sc, n, at)
+            case PartitionStep(partition=groups):
+                for g, group in enumerate(groups):
+                    for j, n in enumerate(group):
+                        yield from _node(sc, n, f"{at}[{g}][{j}]")
+            case LinkStep(link=a):
+                yield from _node(sc, a.from_node, f"{at}.from")
+                yield from _node(sc, a.to_node, f"{at}.to")
+            case WaitForStep(wait_for=c) | ExpectStep(expect=c):
+                yield from _condition(sc, c, at)
+            case ElectStep(elect=a):
+                yield from _partition(sc, a.partition, f"{at}.partition")
+            case ReassignStep(reassign=a):
+                yield from _partition(sc, a.partition, f"{at}.partition")
+                for b in a.replicas:
+                    yield from _broker(sc, b, f"{at}.replicas")
+                if len(set(a.replicas)) != len(a.replicas):
+                    yield f"{at}.replicas", f"a broker appears twice in {a.replicas}"
+            case AlterConfigStep(alter_config=a):
+                if a.topic is not None and sc.topic(a.topic) is None:
+                    yield f"{at}.topic", f"unknown topic {a.topic!r}"

@@ -1,0 +1,1 @@
+"""Event streams; later Prometheus metrics, Spark analysis and Grafana dashboards."""

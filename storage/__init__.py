@@ -1,0 +1,1 @@
+"""Log and quorum-state storage with crash semantics (fsync / page cache / process buffer)."""

@@ -1,0 +1,202 @@
+"""The scenario runner end to end: the run directory, summary.json as contract.md specifies it,
+determinism, failures with their replay command, and the CLI's other commands."""
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from actors.idle import IdleNode
+from kraftlab.cli import main
+from kraftlab.scenario.loading import load_scenario
+from kraftlab.scenario.schema import Scenario
+from observability.event_log import read_events
+
+SUMMARY_KEYS = {"scenario", "seed", "runtime", "ok", "failures", "violations", "stats", "final", "replay"}
+STATS_KEYS = {"acked", "failed", "acked_lost", "consumed", "elections_clean", "elections_unclean", "events", "sim_ms", "wall_s", "trace_hash"}
+
+
+def cli(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def run(tmp_path, source, *args, name="run"):
+    out = tmp_path / name
+    result = cli("run", source, "--out", out, *args)
+    summary = json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else None
+    return result, out, summary
+
+
+def write(tmp_path, body: str) -> Path:
+    path = tmp_path / "scenario.yaml"
+    path.write_text(body)
+    return path
+
+
+def test_a_library_scenario_writes_a_complete_run_directory(tmp_path):
+    result, out, summary = run(tmp_path, "sim-faults-smoke")
+    assert result.exit_code == 0, result.output
+    assert SUMMARY_KEYS <= set(summary)
+    assert STATS_KEYS <= set(summary["stats"])
+    assert summary["ok"] is True and summary["failures"] == [] and summary["violations"] == []
+    assert summary["scenario"] == "sim-faults-smoke" and summary["runtime"] == "sim"
+    assert summary["replay"] == "kraftlab run sim-faults-smoke --seed 0 --runtime sim"
+    assert set(summary["final"]) == {"partitions", "brokers", "quorum"}
+    assert summary["final"]["brokers"]["1"]["alive"] is True
+    assert len(summary["stats"]["trace_hash"]) == 32
+    assert summary["stats"]["sim_ms"] == 3500.0
+    # scenario.yaml is the scenario as run, defaults filled in, and loads back to the same model.
+    as_run = yaml.safe_load((out / "scenario.yaml").read_text())
+    assert as_run["cluster"]["config"]["replica.lag.time.max.ms"] == 30000
+    original, _ = load_scenario("sim-faults-smoke")
+    assert Scenario.model_validate(as_run) == original
+    # The event streams hold the history, one file per node, merged back in order.
+    events = read_events(out / "events")
+    assert [e["seq"] for e in events] == list(range(len(events))) == list(range(summary["stats"]["events"]))
+    kinds = [(e["node"], e["kind"]) for e in events]
+    assert ("b1", "crash") in kinds and ("b3", "process_stop") in kinds
+    # Nothing half-written is left beside it.
+    assert [p.name for p in tmp_path.iterdir()] == ["run"]
+
+
+def test_the_same_seed_gives_the_same_trace_hash(tmp_path):
+    _, _, a = run(tmp_path, "sim-faults-smoke", name="a")
+    _, _, b = run(tmp_path, "sim-faults-smoke", name="b")
+    assert a["stats"]["trace_hash"] == b["stats"]["trace_hash"]
+
+
+def test_rerunning_the_scenario_as_run_reproduces_the_trace(tmp_path):
+    _, out, first = run(tmp_path, "sim-faults-smoke", "--set", "cluster.storage=fsync", name="first")
+    _, _, again = run(tmp_path, out / "scenario.yaml", name="again")
+    assert again["stats"]["trace_hash"] == first["stats"]["trace_hash"]
+
+
+def test_a_failed_expectation_exits_1_names_the_step_and_prints_the_replay(tmp_path):
+    path = write(
+        tmp_path,
+        """\
+        name: must-fail
+        seed: 9
+        steps:
+          - wait: 10
+          - crash: {node: b2, mode: process}
+          - expect: {broker: 2, alive: true}
+          - wait: 10
+        """.replace("        ", ""),
+    )
+    result, _, summary = run(tmp_path, path)
+    assert result.exit_code == 1
+    assert summary["ok"] is False
+    assert summary["failures"] == [{"step": 2, "kind": "expect", "detail": "broker 2: alive: expected true, got false"}]
+    assert f"replay: kraftlab run {path} --seed 9 --runtime sim" in " ".join(result.output.split())
+    assert summary["stats"]["sim_ms"] == 10.0  # the run stopped at the failing step
+
+
+def test_wait_for_times_out_with_what_it_saw(tmp_path):
+    path = write(tmp_path, "name: t\nsteps:\n  - crash: {node: b1, mode: os}\n  - wait_for: {broker: 1, alive: true, timeout_ms: 500}\n")
+    result, _, summary = run(tmp_path, path)
+    assert result.exit_code == 1
+    (failure,) = summary["failures"]
+    assert failure["kind"] == "wait_for" and "timed out after 500 ms" in failure["detail"]
+    assert "alive: expected true, got false" in failure["detail"]
+    assert summary["stats"]["sim_ms"] == 500.0
+
+
+def test_conditions_the_running_roles_cannot_answer_fail_as_unknown(tmp_path):
+    path = write(tmp_path, "name: t\nsteps:\n  - expect: {broker: 1, fenced: false}\n")
+    result, _, summary = run(tmp_path, path)
+    assert result.exit_code == 1
+    assert "got unknown" in summary["failures"][0]["detail"]
+
+
+def test_protocol_steps_fail_clearly_until_the_roles_exist(tmp_path):
+    path = write(tmp_path, "name: t\ntopics: [{name: t}]\nsteps:\n  - produce: {topic: t, count: 1}\n")
+    result, _, summary = run(tmp_path, path)
+    assert result.exit_code == 1
+    assert summary["failures"][0]["kind"] == "produce"
+    assert "needs the broker and controller roles" in summary["failures"][0]["detail"]
+
+
+def test_an_expected_violation_that_does_not_happen_fails_the_run(tmp_path):
+    path = write(tmp_path, "name: t\nexpect_violations: [LeaderCompleteness]\nsteps: [{wait: 5}]\n")
+    result, _, summary = run(tmp_path, path)
+    assert result.exit_code == 1
+    assert summary["ok"] is False and summary["failures"] == []
+    assert "expected violation did not happen: LeaderCompleteness" in result.output
+
+
+def test_overrides_change_the_run_and_appear_in_the_replay(tmp_path):
+    result, out, summary = run(
+        tmp_path, "sim-faults-smoke", "--set", "cluster.storage=process_buffer", "--set", "cluster.config.min.insync.replicas=2", "--seed", "4"
+    )
+    assert result.exit_code == 0
+    as_run = yaml.safe_load((out / "scenario.yaml").read_text())
+    assert as_run["cluster"]["storage"] == "process_buffer"
+    assert as_run["cluster"]["config"]["min.insync.replicas"] == 2
+    assert as_run["seed"] == 4 and summary["seed"] == 4
+    assert summary["replay"] == (
+        "kraftlab run sim-faults-smoke --seed 4 --runtime sim "
+        "--set cluster.storage=process_buffer --set cluster.config.min.insync.replicas=2"
+    )
+
+
+def test_a_role_that_breaks_is_reported_with_its_traceback(tmp_path, monkeypatch):
+    def broken(self, env, now_ms):
+        raise AssertionError("internal invariant broken")
+
+    monkeypatch.setattr(IdleNode, "handle", broken)
+    result, out, summary = run(tmp_path, "sim-faults-smoke")
+    assert result.exit_code == 1
+    (failure,) = summary["failures"]
+    assert failure["kind"] == "internal_error" and "internal invariant broken" in failure["detail"]
+    assert failure["step"] == 14  # the controlled shutdown is the first message a node handles
+    assert "Traceback" in (out / "error.txt").read_text()
+
+
+def test_an_occupied_output_folder_is_refused_and_kept(tmp_path):
+    out = tmp_path / "taken"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    result = cli("run", "sim-faults-smoke", "--out", out)
+    assert result.exit_code == 2 and "not empty" in result.output
+    assert [p.name for p in out.iterdir()] == ["keep.txt"]
+
+
+def test_the_ray_runtime_is_refused_until_it_exists(tmp_path):
+    result = cli("run", "sim-faults-smoke", "--runtime", "ray", "--out", tmp_path / "r")
+    assert result.exit_code == 2 and "not available" in result.output
+    assert not (tmp_path / "r").exists()
+
+
+def test_default_run_directory_is_under_runs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = cli("run", "sim-faults-smoke", "--seed", "3")
+    assert result.exit_code == 0
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert run_dir.name.startswith("sim-faults-smoke-3-")
+    assert (run_dir / "summary.json").exists()
+
+
+def test_scenarios_lists_the_library():
+    result = cli("scenarios")
+    assert result.exit_code == 0 and "sim-faults-smoke" in result.output
+
+
+def test_demo_runs_the_default_job(tmp_path):
+    result = cli("demo", "--out", tmp_path / "demo")
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "demo" / "summary.json").read_text())["ok"] is True
+
+
+def test_the_published_json_schema_is_current():
+    published = Path(__file__).resolve().parents[2] / "workloads" / "scenario.schema.json"
+    assert json.loads(published.read_text()) == Scenario.model_json_schema(by_alias=True), (
+        "regenerate with `make schema`"
+    )
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "workloads" / "library").glob("*.yaml")))
+def test_every_library_scenario_validates(name):
+    load_scenario(name)

@@ -1,0 +1,153 @@
+"""Malformed scenario files: each gives exit code 2, a message naming the file and the key path,
+and nothing runs or is written (contract.md, "Exit codes")."""
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from click.testing import CliRunner
+
+from kraftlab.cli import main
+
+BASE = """\
+name: base
+cluster: {brokers: 3, controllers: 3}
+topics: [{name: t, partitions: 2, replication_factor: 3}]
+"""
+
+# (id, file body, key path the message must name, words the message must contain)
+CASES = [
+    ("unknown-step", BASE + "steps: [{crsh: {node: b1, mode: os}}]", "steps[0]", "naming a step"),
+    ("two-keys-in-a-step", BASE + "steps: [{isolate: b1, wait: 5}]", "steps[0]", "one-key mapping"),
+    ("wrong-type", "name: x\ncluster: {brokers: three}", "cluster.brokers", "integer"),
+    ("bool-for-int", "name: x\ncluster: {brokers: true}", "cluster.brokers", "integer"),
+    ("missing-name", "cluster: {brokers: 3}", "name", "required key is missing"),
+    ("bad-storage-mode", "name: x\ncluster: {storage: ssd}", "cluster.storage", "'fsync', 'page_cache' or 'process_buffer'"),
+    ("unknown-node", BASE + "steps: [{isolate: b9}]", "steps[0].isolate", "unknown node 'b9'"),
+    ("unknown-voter", BASE + "steps: [{crash: {node: c4, mode: os}}]", "steps[0].crash.node", "unknown node 'c4'"),
+    ("negative-count", BASE + "steps: [{produce: {topic: t, count: -5}}]", "steps[0].produce.count", "greater than 0"),
+    ("negative-brokers", "name: x\ncluster: {brokers: -1}", "cluster.brokers", "greater than 0"),
+    ("unknown-top-level-key", "name: x\nnmae: y", "nmae", "unknown key"),
+    ("unknown-config-key", "name: x\ncluster: {config: {min.isr: 2}}", "cluster.config.min.isr", "unknown key"),
+    ("bad-crash-mode", BASE + "steps: [{crash: {node: b1, mode: power}}]", "steps[0].crash.mode", "'process', 'os' or 'disk'"),
+    ("negative-wait", BASE + "steps: [{wait: -1}]", "steps[0].wait", "greater than or equal to 0"),
+    ("attribute-without-subject", BASE + "steps: [{expect: {isr: [1]}}]", "steps[0].expect", "needs a `partition` subject"),
+    ("two-subjects", BASE + "steps: [{expect: {partition: t-0, broker: 1, fenced: true}}]", "steps[0].expect", "at most one subject"),
+    ("bad-comparison", BASE + "steps: [{expect: {acked: '>> 3'}}]", "steps[0].expect.acked", "comparison"),
+    ("rf-above-brokers", "name: x\ntopics: [{name: t, replication_factor: 4}]", "topics[0].replication_factor", "at most cluster.brokers (3)"),
+    ("unknown-topic", BASE + "steps: [{produce: {topic: u, count: 1}}]", "steps[0].produce", "unknown topic 'u'"),
+    ("partition-out-of-range", BASE + "steps: [{expect: {partition: t-2, leader: 1}}]", "steps[0].expect.partition", "partitions 0..1"),
+    ("bad-partition-ref", BASE + "steps: [{expect: {partition: t, leader: 1}}]", "steps[0].expect.partition", "pattern"),
+    ("unknown-invariant", "name: x\nexpect_violations: [LeaderCompletness]", "expect_violations", "unknown invariant"),
+    ("drop-above-one", BASE + "steps: [{link: {from: b1, to: b2, drop: 1.5}}]", "steps[0].link.drop", "less than or equal to 1"),
+    ("assignment-length", "name: x\ntopics: [{name: t, replication_factor: 3, assignment: {0: [1, 2]}}]", "topics[0].assignment.0", "expected 3 replicas"),
+    ("node-in-two-groups", BASE + "steps: [{partition: [[b1, b2], [b2, b3]]}]", "steps[0].partition", "more than one group"),
+    ("elr-switch-conflict", "name: x\ncluster: {protocol: {elr: true}, config: {eligible.leader.replicas.enable: false}}", "cluster", "same switch"),
+    ("bad-acks", BASE + "steps: [{produce: {topic: t, count: 1, acks: 2}}]", "steps[0].produce.acks", "'all', 1, 0 or -1"),
+    ("count-and-values", BASE + "steps: [{produce: {topic: t, count: 1, values: [a]}}]", "steps[0].produce", "exactly one of `count` or `values`"),
+    ("bad-recovery-strategy", "name: x\ncluster: {config: {unclean.recovery.strategy: yolo}}", "cluster.config.unclean.recovery.strategy", "balanced"),
+    ("bad-selector-topic", BASE + "steps: [{crash: {node: 'partition-leader:u-0', mode: os}}]", "steps[0].crash.node", "unknown topic 'u'"),
+    ("bad-name", "name: 'has spaces'", "name", "pattern"),
+    ("unknown-voter-in-states", BASE + "steps: [{expect: {quorum: true, states: {5: leader}}}]", "steps[0].expect.states", "voter 5 does not exist"),
+    ("bad-quorum-state", BASE + "steps: [{expect: {quorum: true, states: {1: boss}}}]", "steps[0].expect.states.1", "'leader'"),
+    ("alter-config-unknown-key", BASE + "steps: [{alter_config: {topic: t, config: {min.isr: 1}}}]", "steps[0].alter_config.config", "min.isr: unknown config key"),
+]
+
+
+def run_cli(tmp_path, body, *args):
+    path = tmp_path / "scenario.yaml"
+    path.write_text(body)
+    out_dir = tmp_path / "run"
+    result = CliRunner().invoke(main, ["run", str(path), "--out", str(out_dir), *args])
+    return result, path, out_dir
+
+
+@pytest.mark.parametrize("body,key_path,words", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_malformed_scenario_exits_2_naming_file_and_key(tmp_path, body, key_path, words):
+    result, path, out_dir = run_cli(tmp_path, body)
+    assert result.exit_code == 2, result.output
+    message = " ".join(result.output.split())  # rich may wrap long lines
+    assert str(path) in message
+    assert f"{key_path} " in message or f"{key_path}:" in message, message
+    assert words in message, message
+    assert not out_dir.exists()
+
+
+def test_yaml_syntax_error_names_the_line(tmp_path):
+    result, path, out_dir = run_cli(tmp_path, "name: x\ncluster: {brokers: 3\nsteps: []\n")
+    assert result.exit_code == 2
+    assert "YAML syntax error" in result.output and "line" in result.output
+    assert not out_dir.exists()
+
+
+def test_duplicate_keys_are_an_error_not_silently_the_last(tmp_path):
+    result, _, _ = run_cli(tmp_path, "name: x\ncluster: {brokers: 3}\ncluster: {brokers: 5}\n")
+    assert result.exit_code == 2
+    assert "duplicate key 'cluster'" in result.output
+
+
+@pytest.mark.parametrize("body", ["", "- just\n- a list\n", "42\n"])
+def test_a_file_that_is_not_a_mapping_is_rejected(tmp_path, body):
+    result, _, out_dir = run_cli(tmp_path, body)
+    assert result.exit_code == 2
+    assert "mapping" in result.output
+    assert not out_dir.exists()
+
+
+def test_the_error_names_the_line_of_the_bad_key(tmp_path):
+    body = textwrap.dedent(
+        """\
+        name: x
+        cluster:
+          brokers: 3
+          storage: ssd
+        """
+    )
+    result, _, _ = run_cli(tmp_path, body)
+    assert "cluster.storage (line 4)" in " ".join(result.output.split())
+
+
+def test_every_problem_is_reported_not_just_the_first(tmp_path):
+    result, _, _ = run_cli(tmp_path, "name: x\ncluster: {brokers: 0, storage: ssd}\nbogus: 1\n")
+    assert result.exit_code == 2
+    for key in ("cluster.brokers", "cluster.storage", "bogus"):
+        assert key in result.output
+
+
+@pytest.mark.parametrize(
+    "override,words",
+    [
+        ("cluster.brokers", "expected KEY=VALUE"),
+        ("cluster.brokers=many", "cluster.brokers"),
+        ("cluster.config.min.insync.replicas=0", "cluster.config.min.insync.replicas"),
+        ("cluster.protocol.prevot=false", "cluster.protocol.prevot"),
+        ("topics.5.partitions=2", "not an index"),
+    ],
+)
+def test_bad_overrides_exit_2(tmp_path, override, words):
+    result, _, out_dir = run_cli(tmp_path, BASE, "--set", override)
+    assert result.exit_code == 2
+    assert words in " ".join(result.output.split())
+    assert not out_dir.exists()
+
+
+def test_a_missing_file_or_unknown_library_name_exits_2(tmp_path):
+    result = CliRunner().invoke(main, ["run", str(tmp_path / "nope.yaml")])
+    assert result.exit_code == 2 and "no such file" in result.output
+    result = CliRunner().invoke(main, ["run", "no-such-library-scenario"])
+    assert result.exit_code == 2 and "library" in result.output
+
+
+def test_the_installed_command_exits_2_on_invalid_input(tmp_path):
+    """The real process exit code, not just click's in-process one."""
+    path = tmp_path / "bad.yaml"
+    path.write_text("name: x\ncluster: {storage: ssd}\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "kraftlab.cli", "run", str(path), "--out", str(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2
+    assert "cluster.storage" in proc.stderr
+    assert not (tmp_path / "run").exists()

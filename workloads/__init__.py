@@ -1,0 +1,1 @@
+"""Scenario steps and conditions, and the built-in scenario library (library/*.yaml)."""

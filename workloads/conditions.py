@@ -1,0 +1,92 @@
+"""Evaluating `wait_for` / `expect` conditions (contract.md, "Conditions") against a ClusterView."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kraftlab.scenario.schema import Comparison, Condition
+
+from .cluster_view import UNKNOWN, ClusterView
+
+SET_VALUED = frozenset({"replicas", "isr", "elr", "last_known_elr"})
+
+
+def actual_values(cond: Condition, view: ClusterView) -> dict[str, Any]:
+    """The current value of every key the condition checks (UNKNOWN where the cluster cannot tell)."""
+    checks = cond.checks()
+    out: dict[str, Any] = {}
+    history = None
+    for key in checks:
+        if key in ("acked", "failed", "acked_lost", "consumed", "elections_clean", "elections_unclean", "quorum_elections"):
+            history = history if history is not None else view.history()
+            out[key] = history.get(key, UNKNOWN)
+        elif cond.partition is not None:
+            state = view.partitions().get(cond.partition)
+            out[key] = UNKNOWN if state is None else getattr(state, key)
+        elif cond.replica is not None:
+            state = view.replica(cond.replica.partition, cond.replica.broker)
+            out[key] = UNKNOWN if state is None else getattr(state, key)
+        elif cond.broker is not None:
+            state = view.brokers().get(cond.broker)
+            out[key] = UNKNOWN if state is None else getattr(state, key)
+        elif cond.quorum is not None:
+            out[key] = getattr(view.quorum(), key)
+        else:  # the schema makes every non-counter key need a subject
+            raise AssertionError(f"condition key {key!r} without a subject")
+    return out
+
+
+def matches(expected: Any, actual: Any, key: str) -> bool:
+    if actual is UNKNOWN:
+        return False
+    if isinstance(expected, Comparison):
+        return expected.holds(actual)
+    if key in SET_VALUED:
+        return actual is not None and set(expected) == set(actual)
+    if key == "states":
+        # Only the voters named must be in the named state.
+        return all(actual.get(voter) == state for voter, state in expected.items())
+    if isinstance(expected, bool) or isinstance(actual, bool):
+        return type(expected) is type(actual) and expected == actual
+    return expected == actual
+
+
+def _show(value: Any) -> str:
+    if value is UNKNOWN:
+        return "unknown (the running roles cannot tell this yet)"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, list):
+        return "[" + ",".join(str(v) for v in sorted(value)) + "]"
+    if isinstance(value, Comparison):
+        return str(value)
+    return str(value)
+
+
+def mismatches(cond: Condition, view: ClusterView) -> list[str]:
+    """One line per key that does not hold, e.g. "isr: expected [1,2], got [1]"; empty when all hold."""
+    actual = actual_values(cond, view)
+    out = []
+    for key, expected in cond.checks().items():
+        if not matches(expected, actual[key], key):
+            out.append(f"{key}: expected {_show(expected)}, got {_show(actual[key])}")
+    return out
+
+
+def holds(cond: Condition, view: ClusterView) -> bool:
+    actual = actual_values(cond, view)
+    return all(matches(expected, actual[key], key) for key, expected in cond.checks().items())
+
+
+def describe_subject(cond: Condition) -> str:
+    if cond.partition is not None:
+        return f"partition {cond.partition}"
+    if cond.replica is not None:
+        return f"replica {cond.replica.partition} on broker {cond.replica.broker}"
+    if cond.broker is not None:
+        return f"broker {cond.broker}"
+    if cond.quorum is not None:
+        return "quorum"
+    return "history"

@@ -1,0 +1,57 @@
+"""What the scenario runner needs from a runtime (the simulator now, Ray later).
+
+Steps are carried out through this interface only, so one runner drives both runtimes. Node
+arguments are concrete names (`b2`, `c1`): selectors are resolved by the runner before the call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from .cluster_view import ClusterView
+
+
+class StepFailed(Exception):
+    """A step could not be carried out (a node already running, a selector that names nobody, a
+    step the running roles do not support yet...). The run records it as a failure."""
+
+
+class ClusterRuntime(Protocol):
+    @property
+    def now_ms(self) -> float: ...
+
+    def view(self) -> ClusterView: ...
+
+    # time
+    def run_for(self, duration_ms: float) -> None: ...
+
+    def run_until(self, condition: Callable[[], bool], timeout_ms: float) -> bool:
+        """Let time pass until `condition()` holds (True) or `timeout_ms` has passed (False)."""
+        ...
+
+    # processes
+    def crash(self, node: str, mode: str) -> None: ...
+
+    def restart(self, node: str) -> None: ...
+
+    def shutdown(self, node: str, timeout_ms: float) -> None: ...
+
+    # network
+    def isolate(self, node: str) -> None: ...
+
+    def partition(self, groups: Sequence[Sequence[str]]) -> None: ...
+
+    def link(self, src: str, dst: str, drop: float, delay_ms: float) -> None: ...
+
+    def heal(self, node: str | None) -> None: ...
+
+    # protocol-level steps (produce, consume, load, elect, reassign, alter_config)
+    def protocol_step(self, kind: str, args: Any) -> None: ...
+
+    # the record
+    def record(self, kind: str, **fields: Any) -> None: ...
+
+    def violations(self) -> list[dict[str, Any]]: ...
+
+    def stats(self) -> dict[str, Any]: ...

@@ -1,0 +1,126 @@
+"""Carrying out a scenario's steps, in order, against a ClusterRuntime.
+
+The first step that fails ends the run (later steps would only report its consequences); its index
+(0-based, as in the key path `steps[N]`), kind and detail go into the summary's `failures`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kraftlab.scenario.schema import (
+    CrashStep,
+    ExpectStep,
+    HealStep,
+    IsolateStep,
+    LinkStep,
+    PartitionStep,
+    RestartStep,
+    Scenario,
+    ShutdownStep,
+    StepBase,
+    WaitForStep,
+    WaitStep,
+)
+
+from .cluster_view import UNKNOWN
+from .conditions import describe_subject, holds, mismatches
+from .runtime_api import ClusterRuntime, StepFailed
+
+SHUTDOWN_TIMEOUT_MS = 60_000.0
+PROTOCOL_STEPS = ("produce", "consume", "load", "elect", "reassign", "alter_config")
+
+
+@dataclass(frozen=True)
+class Failure:
+    step: int
+    kind: str
+    detail: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"step": self.step, "kind": self.kind, "detail": self.detail}
+
+
+class StepRunner:
+    def __init__(self, runtime: ClusterRuntime, scenario: Scenario) -> None:
+        self.runtime = runtime
+        self.scenario = scenario
+        self.current = -1  # index of the step being run (-1: before the first)
+
+    def run(self, on_step=None) -> list[Failure]:
+        for index, step in enumerate(self.scenario.steps):
+            self.current = index
+            if on_step is not None:
+                on_step(index, step)
+            self.runtime.record("step", index=index, step=step.kind())
+            try:
+                self.run_step(step)
+            except StepFailed as exc:
+                self.runtime.record("step_failed", index=index, step=step.kind(), detail=str(exc))
+                return [Failure(index, step.kind(), str(exc))]
+        return []
+
+    def run_step(self, step: StepBase) -> None:
+        rt = self.runtime
+        match step:
+            case WaitStep(wait=ms):
+                rt.run_for(ms)
+            case WaitForStep(wait_for=cond):
+                view = rt.view()
+                if not rt.run_until(lambda: holds(cond, view), cond.timeout_ms):
+                    raise StepFailed(
+                        f"timed out after {cond.timeout_ms} ms waiting for {describe_subject(cond)}: "
+                        + "; ".join(mismatches(cond, view))
+                    )
+            case ExpectStep(expect=cond):
+                problems = mismatches(cond, rt.view())
+                if problems:
+                    raise StepFailed(f"{describe_subject(cond)}: " + "; ".join(problems))
+            case CrashStep(crash=args):
+                rt.crash(self.resolve(args.node), args.mode)
+            case RestartStep(restart=node):
+                rt.restart(self.resolve(node))
+            case ShutdownStep(shutdown=node):
+                rt.shutdown(self.resolve(node), SHUTDOWN_TIMEOUT_MS)
+            case IsolateStep(isolate=node):
+                rt.isolate(self.resolve(node))
+            case PartitionStep(partition=groups):
+                rt.partition([[self.resolve(n) for n in group] for group in groups])
+            case LinkStep(link=args):
+                rt.link(self.resolve(args.from_node), self.resolve(args.to_node), args.drop, args.delay_ms)
+            case HealStep(heal=target):
+                rt.heal(None if target == "all" else self.resolve(target))
+            case _ if step.kind() in PROTOCOL_STEPS:
+                rt.protocol_step(step.kind(), step.args())
+            case _:
+                raise AssertionError(f"no handler for step {step.kind()!r}")
+
+    def resolve(self, ref: str) -> str:
+        """A node name, or a selector resolved against the cluster as it is now (contract.md)."""
+        view = self.runtime.view()
+        if ref == "controller-leader":
+            leader = view.quorum().leader
+            if leader is None or leader is UNKNOWN:
+                raise StepFailed(f"{ref}: no controller leader is known now")
+            return f"c{leader}"
+        if ref == "controller-follower":
+            states = view.quorum().states
+            followers = sorted(v for v, s in states.items() if s == "follower")
+            if not followers:
+                raise StepFailed(f"{ref}: no controller voter is a follower now")
+            return f"c{followers[0]}"
+        if ref.startswith("partition-leader:") or ref.startswith("partition-follower:"):
+            selector, partition = ref.split(":", 1)
+            state = view.partitions().get(partition)
+            if state is None:
+                raise StepFailed(f"{ref}: the state of partition {partition} is not known")
+            if selector == "partition-leader":
+                if state.leader is None:
+                    raise StepFailed(f"{ref}: partition {partition} has no leader now")
+                return f"b{state.leader}"
+            followers = sorted(b for b in state.isr if b != state.leader)
+            if not followers:
+                raise StepFailed(f"{ref}: partition {partition} has no in-sync follower now")
+            return f"b{followers[0]}"
+        return ref
