@@ -167,6 +167,14 @@ class Role(Protocol):
     def tick(self, now_ms: float) -> Output: ...
 
 
+class RandomSource(Protocol):
+    """The part of `random.Random` roles use; the driver injects the instance."""
+
+    def random(self) -> float: ...
+
+    def randrange(self, stop: int) -> int: ...
+
+
 @dataclass(frozen=True, slots=True)
 class StartContext:
     """What a driver hands a role factory when a node's process starts.

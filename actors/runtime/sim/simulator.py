@@ -140,6 +140,7 @@ class Simulator:
         # Per directed link, the time the last message on it is delivered (FIFO as over TCP).
         self._link_clock: dict[tuple[str, str], float] = {}
         self.invariants: list[tuple[str, Callable[[Simulator], str | None]]] = []
+        self.invariant_sets: list[Callable[[], dict[str, str]]] = []
         self.violations: dict[str, Violation] = {}
         self.events_processed = 0
 
@@ -165,6 +166,10 @@ class Simulator:
     def add_invariant(self, name: str, check: Callable[["Simulator"], str | None]) -> None:
         """`check(sim)` returns None when the invariant holds, else a one-line description."""
         self.invariants.append((name, check))
+
+    def add_invariant_set(self, check: Callable[[], dict[str, str]]) -> None:
+        """`check()` returns the invariants violated since its last call (name -> description)."""
+        self.invariant_sets.append(check)
 
     # --- scheduling -------------------------------------------------------------------------
 
@@ -201,7 +206,7 @@ class Simulator:
             a()
         else:
             self._background_flush(a)
-        if self.invariants:
+        if self.invariants or self.invariant_sets:
             self._check_invariants()
         return True
 
@@ -228,12 +233,18 @@ class Simulator:
         for name, check in self.invariants:
             detail = check(self)
             if detail is not None:
-                seen = self.violations.get(name)
-                if seen is None:
-                    self.violations[name] = Violation(name, self.now_ms, detail)
-                    self.record(RUNNER, "invariant_violated", invariant=name, detail=detail)
-                else:
-                    seen.count += 1
+                self._violated(name, detail)
+        for check_set in self.invariant_sets:
+            for name, detail in check_set().items():
+                self._violated(name, detail)
+
+    def _violated(self, name: str, detail: str) -> None:
+        seen = self.violations.get(name)
+        if seen is None:
+            self.violations[name] = Violation(name, self.now_ms, detail)
+            self.record(RUNNER, "invariant_violated", invariant=name, detail=detail)
+        else:
+            seen.count += 1
 
     # --- the network ------------------------------------------------------------------------
 
@@ -257,6 +268,14 @@ class Simulator:
         self._link_clock[key] = at
         self._seq += 1
         heapq.heappush(self._heap, (at, self._seq, _DELIVER, env, node.incarnation))
+
+    def invoke(self, name: str, fn: Callable[[Role, float], Output | None]) -> None:
+        """Call `fn(role, now_ms)` on a running node and carry out the Output it returns (a local
+        API call on the process, e.g. an admin command handled in place)."""
+        node = self.nodes[name]
+        if node.role is None:
+            raise RuntimeError(f"{name} is not running")
+        self._apply(node, fn(node.role, self.now_ms))
 
     def send_from_runner(self, dst: str, payload: Any) -> None:
         """Hand a local command to a node (a client's produce request, an admin call...)."""

@@ -1,0 +1,46 @@
+"""Carrying out a FaultSchedule in the simulator, then the heal phase."""
+
+from __future__ import annotations
+
+from storage.modes import CrashKind
+from workloads.faults import FaultAction, FaultSchedule
+
+from .simulator import Simulator
+
+_CRASHES = {"crash_os": CrashKind.OS, "crash_process": CrashKind.PROCESS, "crash_disk": CrashKind.DISK}
+
+
+def apply_fault(sim: Simulator, a: FaultAction) -> None:
+    if a.action in _CRASHES:
+        (node,) = a.nodes
+        if sim.is_running(node):
+            sim.crash(node, _CRASHES[a.action])
+    elif a.action == "restart":
+        (node,) = a.nodes
+        if not sim.is_running(node):
+            sim.start(node)
+    elif a.action == "isolate":
+        sim.network.isolate(a.nodes[0])
+    elif a.action == "partition":
+        sim.network.partition(a.groups)
+    elif a.action == "link":
+        sim.network.link(a.nodes[0], a.nodes[1], drop=a.drop, delay_ms=a.delay_ms)
+    elif a.action == "heal":
+        sim.network.heal(a.nodes[0] if a.nodes else None)
+    else:
+        raise ValueError(f"unknown fault action {a.action!r}")
+    sim.record("faults", "fault", action=a.action, nodes=list(a.nodes), groups=[list(g) for g in a.groups])
+
+
+def schedule_faults(sim: Simulator, schedule: FaultSchedule, start_ms: float = 0.0) -> None:
+    for a in schedule.actions:
+        sim.call_at(start_ms + a.at_ms, lambda a=a: apply_fault(sim, a))
+
+
+def heal_everything(sim: Simulator, nodes) -> None:
+    """The end of the safety phase: no network fault, every node running."""
+    sim.network.heal()
+    for node in nodes:
+        if not sim.is_running(node):
+            sim.start(node)
+    sim.record("faults", "heal_everything")

@@ -1,0 +1,570 @@
+"""One KRaft node (voter or observer): pull-based replication, elections with Pre-Vote, Check Quorum.
+
+The node never sends or writes by itself: every method takes the role's `Output` and appends to it.
+The state machine on top (the controller, or a broker's metadata image) is a `RaftListener`; it is
+told about committed entries only, in order, and about gaining or losing leadership.
+
+Rules and where they come from:
+- Followers fetch from the leader; a fetch at offset x confirms everything below x is on the
+  follower's disk (KIP-595; kafka-replication-deep-dive.txt "Replication from leader"), so a voter's
+  fetch is sent only after its appended entries are flushed (`raft_fsync`).
+- The leader's high watermark is the offset a majority of voters (itself included, counting its own
+  *flushed* end offset) have reached, and only moves past the epoch start offset, i.e. once an entry
+  of its own epoch (the LeaderChange record) is committed; it never goes back.
+- Divergence: the leader answers a fetch whose (offset, last fetched epoch) does not match its log
+  with the end of that epoch in its own log; the follower truncates there and fetches again.
+- Elections and Pre-Vote per kip-996-pre-vote.txt (see quorum_state.py); Check Quorum: a leader that
+  has not heard from a majority within 1.5 x controller.quorum.fetch.timeout.ms resigns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from actors.contract import Envelope, Flush, FlushCompleted, Output, RandomSource
+
+from .messages import (
+    FENCED_LEADER_EPOCH,
+    NOT_LEADER,
+    UNKNOWN_LEADER_EPOCH,
+    BeginQuorumEpoch,
+    FetchRequest,
+    FetchResponse,
+    LeaderChange,
+    LogEntry,
+    VoteRequest,
+    VoteResponse,
+)
+from .quorum_state import QuorumState, RaftState, Timing, decode_quorum_state
+from .raft_log import RaftLog
+
+MAX_FETCH_ENTRIES = 2_000
+
+
+@dataclass(frozen=True)
+class RaftConfig:
+    election_timeout_ms: int = 1_000
+    fetch_timeout_ms: int = 2_000
+    election_backoff_max_ms: int = 1_000
+    append_linger_ms: int = 25
+    request_timeout_ms: int = 2_000  # controller.quorum.request.timeout.ms
+    fetch_max_wait_ms: int = 500  # how long the leader parks a fetch with nothing to return
+    observer_retry_ms: int = 250
+    prevote: bool = True
+    check_quorum: bool = True
+    raft_fsync: bool = True
+
+
+class RaftListener(Protocol):
+    def on_commit(self, entries: list[LogEntry], now_ms: float, out: Output) -> None: ...
+
+    def on_become_leader(self, epoch: int, now_ms: float, out: Output) -> None: ...
+
+    def on_lose_leadership(self, now_ms: float, out: Output) -> None: ...
+
+
+class _Flushed:
+    """Token of the leader's log flushes: `end` is the log end offset the flush covers."""
+
+    __slots__ = ("end",)
+
+    def __init__(self, end: int) -> None:
+        self.end = end
+
+
+class RaftNode:
+    def __init__(
+        self,
+        local: str,
+        voters: tuple[str, ...],
+        config: RaftConfig,
+        files: dict[str, bytes],
+        rng: RandomSource,
+        listener: RaftListener,
+        out: Output,
+        now_ms: float,
+    ) -> None:
+        self.local = local
+        self.voters = voters
+        self.is_voter = local in voters
+        self.config = config
+        self.listener = listener
+        self.log = RaftLog.recover(files, out)
+        self.quorum = QuorumState(
+            local,
+            voters,
+            is_voter=self.is_voter,
+            prevote=config.prevote,
+            timing=Timing(config.election_timeout_ms, config.fetch_timeout_ms, config.election_backoff_max_ms),
+            rng=rng,
+        )
+        self.quorum.initialize(decode_quorum_state(files), self.log.last_epoch, now_ms)
+        # The high watermark this node knows (exclusive); None until learned. Applied entries are
+        # exactly those below `applied`, which never exceeds the high watermark.
+        self.high_watermark: int | None = None
+        self.applied = 0
+        # Follower / observer fetching
+        self.fetch_in_flight_since: float | None = None
+        self.next_observer_fetch_ms: float | None = now_ms
+        self._observer_rotation = 0
+        # Leader
+        self.epoch_start_offset = 0
+        self.flushed_end = 0
+        self.replica_end: dict[str, int] = {}
+        self.fetched_since_check: set[str] = set()
+        self.check_quorum_deadline_ms: float | None = None
+        self.parked: dict[str, tuple[str, FetchRequest, float]] = {}
+        self.pending: list[Any] = []
+        self.linger_deadline_ms: float | None = None
+        self.elections_won = 0
+
+    # --- views ------------------------------------------------------------------------------
+
+    @property
+    def state(self) -> RaftState:
+        return self.quorum.state
+
+    @property
+    def epoch(self) -> int:
+        return self.quorum.epoch
+
+    @property
+    def leader(self) -> str | None:
+        return self.quorum.leader
+
+    def is_leader(self) -> bool:
+        return self.quorum.state is RaftState.LEADER
+
+    # --- sending ----------------------------------------------------------------------------
+
+    def _send(self, out: Output, dst: str, payload: Any, *, durable: bool = False) -> None:
+        """`durable`: the message vouches for what this node persisted (a vote, an epoch, a fetch
+        offset), so it leaves only once that is flushed, when KRaft voters fsync."""
+        after_flush = durable and self.config.raft_fsync and self.is_voter
+        out.send(Envelope(self.local, dst, payload, after_flush))
+
+    def _others(self) -> list[str]:
+        return [v for v in self.voters if v != self.local]
+
+    # --- start and time -----------------------------------------------------------------------
+
+    def start(self, now_ms: float, out: Output) -> None:
+        self._drain_transitions(out)
+        if self.quorum.state is RaftState.FOLLOWER:
+            self._send_fetch(now_ms, out)
+
+    def next_deadline(self) -> float | None:
+        q = self.quorum
+        candidates = [
+            q.election_deadline_ms,
+            q.fetch_deadline_ms,
+            q.backoff_until_ms,
+            self.check_quorum_deadline_ms,
+            self.linger_deadline_ms,
+        ]
+        fetching = q.state is RaftState.FOLLOWER or not self.is_voter
+        if fetching and self.fetch_in_flight_since is not None:
+            candidates.append(self.fetch_in_flight_since + self.config.request_timeout_ms)
+        if not self.is_voter and self.fetch_in_flight_since is None:
+            candidates.append(self.next_observer_fetch_ms)
+        if self.parked:
+            candidates.append(min(deadline for _, _, deadline in self.parked.values()))
+        present = [c for c in candidates if c is not None]
+        return min(present) if present else None
+
+    def tick(self, now_ms: float, out: Output) -> None:
+        q = self.quorum
+        s = q.state
+        if s is RaftState.LEADER:
+            if self.linger_deadline_ms is not None and now_ms >= self.linger_deadline_ms:
+                self._append_pending(now_ms, out)
+            self._expire_parked(now_ms, out)
+            if self.check_quorum_deadline_ms is not None and now_ms >= self.check_quorum_deadline_ms:
+                self._resign(now_ms, out, reason="check_quorum")
+        elif s is RaftState.FOLLOWER:
+            if q.fetch_deadline_ms is not None and now_ms >= q.fetch_deadline_ms and self.is_voter:
+                self._start_election(now_ms, out)
+            elif self.fetch_in_flight_since is not None and now_ms >= self.fetch_in_flight_since + self.config.request_timeout_ms:
+                self._send_fetch(now_ms, out)  # the request or its answer was lost: ask again
+        elif s is RaftState.CANDIDATE:
+            if q.backoff_until_ms is not None and now_ms >= q.backoff_until_ms:
+                self._start_election(now_ms, out)
+            elif q.election_deadline_ms is not None and now_ms >= q.election_deadline_ms:
+                self._start_election(now_ms, out)
+        elif s is RaftState.PROSPECTIVE:
+            if q.election_deadline_ms is not None and now_ms >= q.election_deadline_ms:
+                self._lose_prevote(now_ms, out)
+        elif s is RaftState.RESIGNED:
+            if q.election_deadline_ms is not None and now_ms >= q.election_deadline_ms:
+                if self.config.prevote:
+                    q.become_unattached(q.epoch + 1, now_ms, out)
+                    q.election_deadline_ms = now_ms  # KIP-996: canvass at once
+                else:
+                    self._become_candidate(now_ms, out)
+        elif s is RaftState.UNATTACHED:
+            if self.is_voter and q.election_deadline_ms is not None and now_ms >= q.election_deadline_ms:
+                self._start_election(now_ms, out)
+        if not self.is_voter:
+            self._observer_poll(now_ms, out)
+        self._drain_transitions(out)
+
+    # --- messages -----------------------------------------------------------------------------
+
+    def handle(self, env: Envelope, now_ms: float, out: Output) -> bool:
+        """Handle a Raft message; False if the payload is not one."""
+        p = env.payload
+        if isinstance(p, FetchRequest):
+            self._on_fetch_request(env.src, p, now_ms, out)
+        elif isinstance(p, FetchResponse):
+            self._on_fetch_response(env.src, p, now_ms, out)
+        elif isinstance(p, VoteRequest):
+            self._on_vote_request(env.src, p, now_ms, out)
+        elif isinstance(p, VoteResponse):
+            self._on_vote_response(env.src, p, now_ms, out)
+        elif isinstance(p, BeginQuorumEpoch):
+            self._maybe_transition(p.leader, p.epoch, now_ms, out)
+        elif isinstance(p, FlushCompleted) and isinstance(p.token, _Flushed):
+            self._on_leader_flushed(p.token.end, now_ms, out)
+        else:
+            return False
+        self._drain_transitions(out)
+        return True
+
+    def _maybe_transition(self, leader: str | None, epoch: int, now_ms: float, out: Output) -> bool:
+        """What any message with a (leader, epoch) teaches: a higher epoch, or the leader of ours.
+        Returns True if the node changed state."""
+        q = self.quorum
+        if epoch > q.epoch:
+            if leader is not None and leader != self.local:
+                self._become_follower(epoch, leader, now_ms, out)
+            else:
+                self._leave_leadership(now_ms, out)
+                q.become_unattached(epoch, now_ms, out)
+            return True
+        # Same epoch: follow a leader we did not know (Kafka's maybeTransition: "!hasLeader()"). A
+        # Prospective that remembers its old leader does not go back to it on hearsay, else two
+        # prospectives could bounce each other back to a dead leader forever.
+        if epoch == q.epoch and leader is not None and leader != self.local and q.leader is None:
+            self._become_follower(epoch, leader, now_ms, out)
+            return True
+        return False
+
+    # --- elections --------------------------------------------------------------------------
+
+    def _start_election(self, now_ms: float, out: Output) -> None:
+        if self.config.prevote:
+            self.quorum.become_prospective(now_ms)
+            self._request_votes(pre_vote=True, out=out)
+            self._maybe_win_prevote(now_ms, out)
+        else:
+            self._become_candidate(now_ms, out)
+
+    def _become_candidate(self, now_ms: float, out: Output) -> None:
+        self.quorum.become_candidate(now_ms, out)
+        self._request_votes(pre_vote=False, out=out)
+        self._maybe_win_election(now_ms, out)
+
+    def _request_votes(self, *, pre_vote: bool, out: Output) -> None:
+        q = self.quorum
+        req = VoteRequest(q.epoch, self.local, self.log.last_epoch, self.log.end_offset, pre_vote)
+        for voter in self._others():
+            self._send(out, voter, req, durable=not pre_vote)
+
+    def _on_vote_request(self, src: str, req: VoteRequest, now_ms: float, out: Output) -> None:
+        q = self.quorum
+        if req.epoch < q.epoch:
+            self._send(out, src, VoteResponse(q.epoch, q.leader, False, req.pre_vote))
+            return
+        if req.epoch > q.epoch:  # pre-vote or not, a higher epoch is learned (KafkaRaftClient)
+            self._leave_leadership(now_ms, out)
+            q.become_unattached(req.epoch, now_ms, out)
+        up_to_date = (req.last_epoch, req.last_offset) >= (self.log.last_epoch, self.log.end_offset)
+        granted = q.can_grant_vote(req.candidate, up_to_date, req.pre_vote)
+        if granted and not req.pre_vote and q.voted is None:
+            q.record_vote(req.candidate, out)
+            if q.state is RaftState.UNATTACHED:
+                q.election_deadline_ms = now_ms + q.random_election_timeout_ms()
+        out.emit("raft_vote", candidate=req.candidate, epoch=req.epoch, pre_vote=req.pre_vote, granted=granted)
+        self._send(out, src, VoteResponse(q.epoch, q.leader, granted, req.pre_vote), durable=q.persist_pending)
+
+    def _on_vote_response(self, src: str, resp: VoteResponse, now_ms: float, out: Output) -> None:
+        q = self.quorum
+        if resp.epoch < q.epoch or self._maybe_transition(resp.leader, resp.epoch, now_ms, out):
+            return
+        if q.state is RaftState.PROSPECTIVE and resp.pre_vote:
+            (q.granted if resp.granted else q.rejected).add(src)
+            if not self._maybe_win_prevote(now_ms, out) and len(q.rejected) >= len(self.voters) - q.majority + 1:
+                self._lose_prevote(now_ms, out)
+        elif q.state is RaftState.CANDIDATE and not resp.pre_vote and q.backoff_until_ms is None:
+            (q.granted if resp.granted else q.rejected).add(src)
+            if not self._maybe_win_election(now_ms, out) and len(q.rejected) >= len(self.voters) - q.majority + 1:
+                q.begin_backoff(now_ms)
+
+    def _maybe_win_prevote(self, now_ms: float, out: Output) -> bool:
+        if len(self.quorum.granted) >= self.quorum.majority:
+            self._become_candidate(now_ms, out)
+            return True
+        return False
+
+    def _lose_prevote(self, now_ms: float, out: Output) -> None:
+        """Lost or timed out: back to following the last known leader, else Unattached (KIP-996)."""
+        q = self.quorum
+        if q.leader is not None:
+            self._become_follower(q.epoch, q.leader, now_ms, out)
+        else:
+            q.become_unattached(q.epoch, now_ms, out)
+
+    def _maybe_win_election(self, now_ms: float, out: Output) -> bool:
+        q = self.quorum
+        if len(q.granted) < q.majority:
+            return False
+        q.become_leader(now_ms, out)
+        self._on_become_leader(now_ms, out)
+        return True
+
+    # --- leadership ---------------------------------------------------------------------------
+
+    def _on_become_leader(self, now_ms: float, out: Output) -> None:
+        q = self.quorum
+        self.elections_won += 1
+        self.epoch_start_offset = self.log.end_offset
+        self.replica_end = {}
+        self.fetched_since_check = set()
+        # Check Quorum watches the other voters; a single voter is its own majority.
+        watch = self.config.check_quorum and len(self.voters) > 1
+        self.check_quorum_deadline_ms = now_ms + 1.5 * self.config.fetch_timeout_ms if watch else None
+        self.parked.clear()
+        self.flushed_end = 0  # counts only what this leader saw flushed
+        # A new leader does not know the high watermark until an entry of its epoch commits (its
+        # follower-time value may be stale, section 6.4 of replication-correctness.md for Raft too).
+        self.high_watermark = None
+        self._drain_transitions(out)
+        out.emit("raft_leader_elected", epoch=q.epoch, epoch_start_offset=self.epoch_start_offset)
+        # The high watermark only moves once an entry of this epoch is committed: write one now.
+        self.pending.insert(0, LeaderChange(self.local, q.epoch, self.voters))
+        self._append_pending(now_ms, out)
+        for voter in self._others():
+            self._send(out, voter, BeginQuorumEpoch(q.epoch, self.local), durable=True)
+        self.listener.on_become_leader(q.epoch, now_ms, out)
+
+    def _leave_leadership(self, now_ms: float, out: Output) -> None:
+        if self.quorum.state is RaftState.LEADER:
+            self._stop_leading(now_ms, out)
+
+    def _stop_leading(self, now_ms: float, out: Output) -> None:
+        for replica, (src, req, _) in list(self.parked.items()):
+            self._send(out, src, FetchResponse(self.quorum.epoch, None, NOT_LEADER))
+        self.parked.clear()
+        self.pending.clear()
+        self.linger_deadline_ms = None
+        self.check_quorum_deadline_ms = None
+        self.listener.on_lose_leadership(now_ms, out)
+
+    def _resign(self, now_ms: float, out: Output, reason: str) -> None:
+        out.emit("raft_resign", epoch=self.quorum.epoch, reason=reason)
+        self._stop_leading(now_ms, out)
+        self.quorum.become_resigned(now_ms)
+
+    def append(self, records: list[Any], now_ms: float, out: Output) -> int | None:
+        """Leader only: queue records; they are appended after controller.quorum.append.linger.ms.
+        Returns the offset the last one will have, or None when not leader."""
+        if self.quorum.state is not RaftState.LEADER:
+            return None
+        self.pending.extend(records)
+        if self.linger_deadline_ms is None:
+            self.linger_deadline_ms = now_ms + self.config.append_linger_ms
+        return self.log.end_offset + len(self.pending) - 1
+
+    def _append_pending(self, now_ms: float, out: Output) -> None:
+        self.linger_deadline_ms = None
+        if not self.pending:
+            return
+        start, epoch = self.log.end_offset, self.quorum.epoch
+        entries = [LogEntry(start + i, epoch, rec) for i, rec in enumerate(self.pending)]
+        self.pending = []
+        self.log.append(entries, out)
+        if self.config.raft_fsync:
+            # The leader counts its own end offset only once flushed.
+            out.write(Flush(_Flushed(self.log.end_offset)))
+        else:
+            self._on_leader_flushed(self.log.end_offset, now_ms, out)
+            return
+        self._complete_parked(now_ms, out)
+
+    def _on_leader_flushed(self, end: int, now_ms: float, out: Output) -> None:
+        if self.quorum.state is not RaftState.LEADER:
+            return
+        self.flushed_end = max(self.flushed_end, min(end, self.log.end_offset))
+        self._maybe_advance_high_watermark(now_ms, out)
+        self._complete_parked(now_ms, out)
+
+    def _maybe_advance_high_watermark(self, now_ms: float, out: Output) -> None:
+        ends = sorted(
+            [self.flushed_end] + [self.replica_end.get(v, -1) for v in self._others()],
+            reverse=True,
+        )
+        majority_end = ends[self.quorum.majority - 1]
+        if majority_end > self.epoch_start_offset and (self.high_watermark is None or majority_end > self.high_watermark):
+            self.high_watermark = majority_end
+            out.emit("raft_hwm", epoch=self.quorum.epoch, hwm=majority_end)
+            self._apply_committed(now_ms, out)
+            self._complete_parked(now_ms, out)
+
+    # --- fetching (leader side) -----------------------------------------------------------------
+
+    def _on_fetch_request(self, src: str, req: FetchRequest, now_ms: float, out: Output) -> None:
+        q = self.quorum
+        if q.state is not RaftState.LEADER:
+            self._send(out, src, FetchResponse(q.epoch, q.leader, NOT_LEADER))
+            return
+        if req.epoch < q.epoch:
+            self._send(out, src, FetchResponse(q.epoch, self.local, FENCED_LEADER_EPOCH))
+            return
+        if req.epoch > q.epoch:
+            self._send(out, src, FetchResponse(q.epoch, self.local, UNKNOWN_LEADER_EPOCH))
+            return
+        if req.fetch_offset > 0 or req.last_fetched_epoch > 0:
+            epoch, end = self.log.end_offset_for_epoch(req.last_fetched_epoch)
+            if epoch != req.last_fetched_epoch or end < req.fetch_offset:
+                self._send(
+                    out,
+                    src,
+                    FetchResponse(q.epoch, self.local, None, high_watermark=self.high_watermark, diverging_epoch=epoch, diverging_end_offset=end),
+                )
+                return
+        if not req.observer and req.replica in self.voters:
+            self.replica_end[req.replica] = req.fetch_offset
+            self.fetched_since_check.add(req.replica)
+            if self.check_quorum_deadline_ms is not None and len(self.fetched_since_check | {self.local}) >= q.majority:
+                self.check_quorum_deadline_ms = now_ms + 1.5 * self.config.fetch_timeout_ms
+                self.fetched_since_check = set()
+            self._maybe_advance_high_watermark(now_ms, out)
+        stale_hwm = self.high_watermark is not None and (req.high_watermark is None or req.high_watermark < self.high_watermark)
+        if req.fetch_offset < self.log.end_offset or stale_hwm:
+            self._answer_fetch(src, req, out)
+        else:
+            old = self.parked.pop(req.replica, None)
+            if old is not None:
+                self._answer_fetch(old[0], old[1], out)
+            self.parked[req.replica] = (src, req, now_ms + self.config.fetch_max_wait_ms)
+
+    def _answer_fetch(self, src: str, req: FetchRequest, out: Output) -> None:
+        entries = self.log.entries_from(req.fetch_offset, MAX_FETCH_ENTRIES)
+        self._send(out, src, FetchResponse(self.quorum.epoch, self.local, None, entries, self.high_watermark))
+
+    def _complete_parked(self, now_ms: float, out: Output) -> None:
+        if not self.parked:
+            return
+        parked, self.parked = self.parked, {}
+        for src, req, _ in parked.values():
+            self._answer_fetch(src, req, out)
+
+    def _expire_parked(self, now_ms: float, out: Output) -> None:
+        for replica, (src, req, deadline) in list(self.parked.items()):
+            if now_ms >= deadline:
+                del self.parked[replica]
+                self._answer_fetch(src, req, out)
+
+    # --- fetching (follower and observer side) ---------------------------------------------------
+
+    def _send_fetch(self, now_ms: float, out: Output, target: str | None = None) -> None:
+        q = self.quorum
+        dst = target or q.leader
+        if dst is None:
+            return
+        req = FetchRequest(q.epoch, self.local, self.log.end_offset, self.log.last_epoch, not self.is_voter, self.high_watermark)
+        self.fetch_in_flight_since = now_ms
+        self._send(out, dst, req, durable=True)
+
+    def _observer_poll(self, now_ms: float, out: Output) -> None:
+        """An observer with nobody to fetch from tries the voters in turn."""
+        if self.fetch_in_flight_since is not None and now_ms >= self.fetch_in_flight_since + self.config.request_timeout_ms:
+            self.fetch_in_flight_since = None
+            self.quorum.leader = None  # unreachable: look for the leader among the voters again
+        if self.fetch_in_flight_since is None and self.next_observer_fetch_ms is not None and now_ms >= self.next_observer_fetch_ms:
+            target = self.quorum.leader
+            if target is None:
+                target = self.voters[self._observer_rotation % len(self.voters)]
+                self._observer_rotation += 1
+            self._send_fetch(now_ms, out, target)
+            self.next_observer_fetch_ms = now_ms + self.config.observer_retry_ms
+
+    def _on_fetch_response(self, src: str, resp: FetchResponse, now_ms: float, out: Output) -> None:
+        q = self.quorum
+        self.fetch_in_flight_since = None
+        if not self.is_voter:
+            return self._on_observer_fetch_response(src, resp, now_ms, out)
+        if self._maybe_transition(resp.leader, resp.epoch, now_ms, out):
+            if self.quorum.state is RaftState.FOLLOWER:
+                self._send_fetch(now_ms, out)
+            return
+        if q.state is not RaftState.FOLLOWER or src != q.leader or resp.epoch != q.epoch or resp.error:
+            return
+        q.has_fetched_from_leader = True
+        q.fetch_deadline_ms = now_ms + self.config.fetch_timeout_ms
+        self._follow(resp, now_ms, out)
+        self._send_fetch(now_ms, out)
+
+    def _on_observer_fetch_response(self, src: str, resp: FetchResponse, now_ms: float, out: Output) -> None:
+        q = self.quorum
+        if resp.leader is not None and resp.epoch >= q.epoch:
+            q.epoch, q.leader = resp.epoch, resp.leader
+        if resp.error is not None or src != resp.leader:
+            self.next_observer_fetch_ms = now_ms + (0 if resp.leader and resp.leader != src else self.config.observer_retry_ms)
+            return
+        self._follow(resp, now_ms, out)
+        self.next_observer_fetch_ms = now_ms
+        self._send_fetch(now_ms, out, q.leader)
+
+    def _follow(self, resp: FetchResponse, now_ms: float, out: Output) -> None:
+        """Apply a successful fetch response: truncate on divergence, else append and learn the HWM."""
+        if resp.diverging_epoch is not None:
+            _, own_end = self.log.end_offset_for_epoch(resp.diverging_epoch)
+            target = min(resp.diverging_end_offset, own_end)
+            if self.high_watermark is not None and target < self.high_watermark:
+                out.emit("raft_truncate_below_hwm", to=target, hwm=self.high_watermark)
+                self.high_watermark = target
+                self.applied = min(self.applied, target)
+            out.emit("raft_truncate", to=target, end=self.log.end_offset)
+            self.log.truncate_to(target, out)
+            return
+        entries = [e for e in resp.entries if e.offset >= self.log.end_offset]
+        if entries and entries[0].offset == self.log.end_offset:
+            self.log.append(entries, out)
+        if resp.high_watermark is not None:
+            hwm = min(resp.high_watermark, self.log.end_offset)
+            if self.high_watermark is None or hwm > self.high_watermark:
+                self.high_watermark = hwm
+                self._apply_committed(now_ms, out)
+
+    def _apply_committed(self, now_ms: float, out: Output) -> None:
+        hwm = self.high_watermark or 0
+        if hwm > self.applied:
+            entries = self.log.entries[self.applied : hwm]
+            self.applied = hwm
+            self.listener.on_commit(entries, now_ms, out)
+
+    # --- follower transitions ------------------------------------------------------------------
+
+    def _become_follower(self, epoch: int, leader: str, now_ms: float, out: Output) -> None:
+        self._leave_leadership(now_ms, out)
+        self.quorum.become_follower(epoch, leader, now_ms, out)
+        self.fetch_in_flight_since = None
+        self._send_fetch(now_ms, out)
+
+    def _drain_transitions(self, out: Output) -> None:
+        q = self.quorum
+        if q.transitions and q.state is not RaftState.FOLLOWER and self.is_voter:
+            self.fetch_in_flight_since = None
+        for frm, to, epoch in q.transitions:
+            out.emit("raft_state", frm=frm, to=to, epoch=epoch)
+        q.transitions.clear()
+        q.persist_pending = False
+
+    # --- shutdown -------------------------------------------------------------------------------
+
+    def resign_for_shutdown(self, now_ms: float, out: Output) -> None:
+        if self.quorum.state is RaftState.LEADER:
+            self._resign(now_ms, out, reason="shutdown")
+        self._drain_transitions(out)

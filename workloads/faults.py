@@ -1,0 +1,89 @@
+"""Random fault schedules drawn from a seed (the contract's campaign `faults:` profile).
+
+A schedule is a list of timed actions decided up front from its own `random.Random`, so the same
+seed always injects the same faults, and the profile can be printed before the run starts
+(TigerBeetle style: the seed and the derived fault profile first). Each fault is undone after a
+random duration: crashed nodes restart, network faults heal. After `duration_ms` comes the heal
+phase: every fault is removed and every node runs, so liveness can be required within a bound.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+FaultKind = Literal["crash_os", "crash_process", "crash_disk", "isolate", "partition", "link"]
+
+
+@dataclass(frozen=True)
+class FaultProfile:
+    kinds: tuple[FaultKind, ...] = ("crash_os", "crash_process", "isolate", "partition")
+    mean_interval_ms: float = 5_000.0
+    duration_ms: float = 60_000.0
+    mean_outage_ms: float = 4_000.0  # how long a crash or network fault lasts, on average
+
+
+@dataclass(frozen=True)
+class FaultAction:
+    at_ms: float
+    action: str  # crash_os | crash_process | crash_disk | restart | isolate | partition | link | heal
+    nodes: tuple[str, ...] = ()
+    groups: tuple[tuple[str, ...], ...] = ()
+    drop: float = 0.0
+    delay_ms: float = 0.0
+
+    def describe(self) -> str:
+        what = self.nodes or self.groups
+        return f"{self.at_ms:>9.0f} ms  {self.action:<13s} {what}"
+
+
+@dataclass
+class FaultSchedule:
+    seed: int
+    profile: FaultProfile
+    nodes: tuple[str, ...]
+    actions: list[FaultAction] = field(default_factory=list)
+
+    @classmethod
+    def draw(cls, seed: int, nodes: Sequence[str], profile: FaultProfile) -> FaultSchedule:
+        rng = random.Random(f"faults/{seed}")
+        schedule = cls(seed, profile, tuple(nodes))
+        down_until: dict[str, float] = {}
+        t = 0.0
+        while True:
+            t += rng.expovariate(1.0 / profile.mean_interval_ms)
+            if t >= profile.duration_ms:
+                break
+            kind = rng.choice(profile.kinds)
+            outage = min(rng.expovariate(1.0 / profile.mean_outage_ms), profile.duration_ms - t)
+            up = [n for n in nodes if down_until.get(n, 0.0) <= t]
+            if kind.startswith("crash"):
+                if not up:
+                    continue
+                node = rng.choice(up)
+                down_until[node] = t + outage
+                schedule.actions.append(FaultAction(t, kind, (node,)))
+                schedule.actions.append(FaultAction(t + outage, "restart", (node,)))
+            elif kind == "isolate":
+                node = rng.choice(list(nodes))
+                schedule.actions.append(FaultAction(t, "isolate", (node,)))
+                schedule.actions.append(FaultAction(t + outage, "heal", (node,)))
+            elif kind == "partition":
+                shuffled = list(nodes)
+                rng.shuffle(shuffled)
+                cut = rng.randrange(1, len(shuffled)) if len(shuffled) > 1 else 1
+                groups = (tuple(sorted(shuffled[:cut])), tuple(sorted(shuffled[cut:])))
+                schedule.actions.append(FaultAction(t, "partition", groups=groups))
+                schedule.actions.append(FaultAction(t + outage, "heal", ()))
+            elif kind == "link":
+                src, dst = rng.sample(list(nodes), 2)
+                schedule.actions.append(FaultAction(t, "link", (src, dst), drop=round(rng.uniform(0.1, 1.0), 3), delay_ms=round(rng.uniform(0, 50), 1)))
+                schedule.actions.append(FaultAction(t + outage, "heal", (src,)))
+        schedule.actions.sort(key=lambda a: a.at_ms)
+        return schedule
+
+    def describe(self) -> str:
+        lines = [f"fault schedule for seed {self.seed}: {len(self.actions)} actions over {self.profile.duration_ms:g} ms"]
+        return "\n".join(lines + [a.describe() for a in self.actions])
