@@ -1,13 +1,13 @@
 """The KRaft controller voter role (nodes c1..cM): a Raft node with the controller on top.
 
-The active controller is the Raft leader. Until the controller's metadata logic lands, the state
-machine on top only records what commits (enough to test the quorum on its own).
+The active controller is the Raft leader; every voter applies the committed metadata log.
 """
 
 from __future__ import annotations
 
 from actors.contract import Envelope, Output, ShutdownRequested, StartContext, StopProcess
 from actors.settings import ClusterSettings
+from controller_quorum.controller import Controller
 from controller_quorum.messages import LogEntry
 from controller_quorum.raft import RaftConfig, RaftNode
 
@@ -25,21 +25,16 @@ def raft_config(settings: ClusterSettings) -> RaftConfig:
     )
 
 
-class CommitRecorder:
-    """A RaftListener that keeps what commits, in order."""
+class CommitRecorder(Controller):
+    """The controller, also keeping the committed entries in order (tests read them)."""
 
-    def __init__(self) -> None:
-        self.committed: list[LogEntry] = []
-        self.leading = False
+    def __init__(self, local: str, settings: ClusterSettings) -> None:
+        super().__init__(local, settings)
+        self.committed_entries: list[LogEntry] = []
 
     def on_commit(self, entries: list[LogEntry], now_ms: float, out: Output) -> None:
-        self.committed.extend(entries)
-
-    def on_become_leader(self, epoch: int, now_ms: float, out: Output) -> None:
-        self.leading = True
-
-    def on_lose_leadership(self, now_ms: float, out: Output) -> None:
-        self.leading = False
+        self.committed_entries.extend(entries)
+        super().on_commit(entries, now_ms, out)
 
 
 class ControllerNode:
@@ -48,8 +43,9 @@ class ControllerNode:
         self.voter_id = int(ctx.node_id[1:])
         self.settings = settings
         self._ctx = ctx
-        self.listener = CommitRecorder()
+        self.listener = self.controller = CommitRecorder(ctx.node_id, settings)
         self.raft: RaftNode | None = None
+        self.last_admin_error: str | None = None
 
     def start(self, now_ms: float) -> Output:
         out = Output()
@@ -57,8 +53,13 @@ class ControllerNode:
         self.raft = RaftNode(
             ctx.node_id, self.settings.voters, raft_config(self.settings), dict(ctx.files), ctx.rng, self.listener, out, now_ms
         )
+        self.controller.raft = self.raft
         self.raft.start(now_ms, out)
-        out.next_deadline_ms = self.raft.next_deadline()
+        return self._finish(out)
+
+    def _finish(self, out: Output) -> Output:
+        deadlines = [d for d in (self.raft.next_deadline(), self.controller.next_deadline()) if d is not None]
+        out.next_deadline_ms = min(deadlines) if deadlines else None
         return out
 
     def handle(self, envelope: Envelope, now_ms: float) -> Output:
@@ -67,19 +68,25 @@ class ControllerNode:
             self.raft.resign_for_shutdown(now_ms, out)
             out.write(StopProcess())
             return out
-        self.raft.handle(envelope, now_ms, out)
-        out.next_deadline_ms = self.raft.next_deadline()
-        return out
+        if not self.raft.handle(envelope, now_ms, out):
+            self.controller.handle(envelope, now_ms, out)
+        return self._finish(out)
 
     def tick(self, now_ms: float) -> Output:
         out = Output()
         self.raft.tick(now_ms, out)
-        out.next_deadline_ms = self.raft.next_deadline()
-        return out
+        self.controller.tick(now_ms, out)
+        return self._finish(out)
 
     def propose(self, records: list, now_ms: float) -> Output:
-        """Append records if this node leads (a local call; tests and the controller use it)."""
+        """Append records if this node leads (a local call; tests use it)."""
         out = Output()
         self.raft.append(records, now_ms, out)
-        out.next_deadline_ms = self.raft.next_deadline()
-        return out
+        return self._finish(out)
+
+    def admin(self, call, now_ms: float) -> Output:
+        """Run an admin call `call(controller, now_ms, out)` on this controller (the runner's
+        CreateTopics, ElectLeaders, IncrementalAlterConfigs)."""
+        out = Output()
+        self.last_admin_error = call(self.controller, now_ms, out)
+        return self._finish(out)

@@ -1,19 +1,18 @@
-"""Which role each node of a scenario runs.
-
-Brokers are nodes b1..bN, controller voters c1..cM (contract.md). Until the protocol roles land
-(issue 3: controller quorum; issue 4: brokers' data plane), every node runs `IdleNode`.
-"""
+"""Which role each node of a scenario runs: brokers b1..bN run `BrokerNode`, controller voters
+c1..cM run `ControllerNode` (contract.md)."""
 
 from __future__ import annotations
 
+from actors.broker_node import BrokerNode
 from actors.contract import RoleFactory
-from actors.idle import IdleNode
+from actors.controller_node import ControllerNode
+from actors.settings import ClusterSettings
 
 
-def role_factories(brokers: int, controllers: int) -> dict[str, RoleFactory]:
+def role_factories(settings: ClusterSettings) -> dict[str, RoleFactory]:
     factories: dict[str, RoleFactory] = {}
-    for i in range(1, brokers + 1):
-        factories[f"b{i}"] = IdleNode
-    for i in range(1, controllers + 1):
-        factories[f"c{i}"] = IdleNode
+    for i in range(1, settings.brokers + 1):
+        factories[f"b{i}"] = lambda ctx: BrokerNode(ctx, settings)
+    for i in range(1, settings.controllers + 1):
+        factories[f"c{i}"] = lambda ctx: ControllerNode(ctx, settings)
     return factories

@@ -1,7 +1,9 @@
 """A scenario's cluster in the simulator: the `ClusterRuntime` the scenario runner drives.
 
-Every broker and controller node gets its own emulated host (its own failure domain and disk),
-as on a real cluster with one process per machine.
+Every broker and controller node gets its own emulated host (its own failure domain and disk), as
+on a real cluster with one process per machine. Before the steps run, the cluster is brought up:
+the quorum elects a leader, every broker registers and is unfenced, and the scenario's topics are
+created through the active controller (their partitions elect leaders).
 """
 
 from __future__ import annotations
@@ -11,13 +13,19 @@ from typing import Any
 
 from actors.roles import role_factories
 from actors.runtime.network import LatencyModel
+from actors.settings import ClusterSettings
+from controller_quorum.metadata import MetadataImage
+from controller_quorum.partition_change import effective_min_isr
 from kraftlab.scenario.schema import LatencySpec, Scenario
 from storage.modes import CrashKind, StorageMode
 from workloads.cluster_view import UNKNOWN, BrokerState, PartitionState, QuorumState, ReplicaState
 from workloads.runtime_api import StepFailed
 
+from .quorum_watch import watch_quorum
 from .simulator import SimConfig, Simulator
 from .trace import EventSink
+
+BOOTSTRAP_TIMEOUT_MS = 60_000.0
 
 
 def _latency(spec: LatencySpec) -> LatencyModel:
@@ -25,36 +33,84 @@ def _latency(spec: LatencySpec) -> LatencyModel:
 
 
 class SimClusterView:
-    """What can be observed of the simulated cluster. With the idle placeholder roles, only
-    process liveness and the (empty) client history are known."""
+    """The cluster as conditions and the summary see it: the controller's committed metadata (the
+    most advanced running voter's image), process liveness, the quorum's states."""
 
     def __init__(self, cluster: SimCluster) -> None:
         self._cluster = cluster
 
+    def image(self) -> MetadataImage | None:
+        best = None
+        for v in self._cluster.settings.voters:
+            role = self._cluster.sim.nodes[v].role
+            if role is not None and role.raft is not None:
+                img = role.controller.committed
+                if best is None or img.offset > best.offset:
+                    best = img
+        return best
+
     def partitions(self) -> dict[str, PartitionState]:
-        return {}
+        img = self.image()
+        if img is None:
+            return {}
+        ctl = self._cluster.any_controller()
+        out = {}
+        for (topic, p), rec in sorted(img.partitions.items()):
+            policy = ctl.policy(topic, img) if ctl else None
+            min_isr = policy.min_isr if policy else 1
+            out[f"{topic}-{p}"] = PartitionState(
+                leader=rec.leader,
+                leader_epoch=rec.leader_epoch,
+                partition_epoch=rec.partition_epoch,
+                replicas=list(rec.replicas),
+                isr=list(rec.isr),
+                elr=list(rec.elr),
+                last_known_elr=list(rec.last_known_elr),
+                hwm=UNKNOWN,  # the brokers' data plane arrives with issue 4
+                offline=rec.leader is None,
+                under_min_isr=len(rec.isr) < effective_min_isr(min_isr, len(rec.replicas)),
+            )
+        return out
 
     def replica(self, partition: str, broker: int) -> ReplicaState | None:
-        return None
+        return None  # issue 4
 
     def brokers(self) -> dict[int, BrokerState]:
-        sim = self._cluster.sim
-        return {i: BrokerState(alive=sim.is_running(f"b{i}")) for i in range(1, self._cluster.scenario.cluster.brokers + 1)}
+        sim, img = self._cluster.sim, self.image()
+        out = {}
+        for i in range(1, self._cluster.settings.brokers + 1):
+            reg = img.brokers.get(i) if img else None
+            out[i] = BrokerState(
+                fenced=UNKNOWN if reg is None else reg.fenced,
+                epoch=UNKNOWN if reg is None else reg.epoch,
+                alive=sim.is_running(f"b{i}"),
+            )
+        return out
 
     def quorum(self) -> QuorumState:
-        return QuorumState()
+        sim = self._cluster.sim
+        states, leaders = {}, []
+        for v in self._cluster.settings.voters:
+            role = sim.nodes[v].role
+            if role is None or role.raft is None:
+                continue
+            states[int(v[1:])] = role.raft.state.value
+            if role.raft.is_leader():
+                leaders.append((role.raft.epoch, int(v[1:])))
+        epochs = [sim.nodes[v].role.raft.epoch for v in self._cluster.settings.voters if sim.nodes[v].role is not None]
+        leader = max(leaders)[1] if leaders else None
+        return QuorumState(leader=leader, epoch=max(epochs) if epochs else None, states=states)
 
-    def history(self) -> dict[str, int]:
-        # No client has run: nothing was acknowledged, failed, lost or consumed. Elections are
-        # unknown until the controller exists.
+    def history(self) -> dict[str, Any]:
+        ctl = self._cluster.most_advanced_controller()
         return {
             "acked": 0,
             "failed": 0,
             "acked_lost": 0,
             "consumed": 0,
-            "elections_clean": UNKNOWN,
-            "elections_unclean": UNKNOWN,
-            "quorum_elections": UNKNOWN,
+            "elections_clean": ctl.elections["clean"] if ctl else UNKNOWN,
+            "elections_unclean": ctl.elections["unclean"] if ctl else UNKNOWN,
+            "quorum_elections": self._cluster.quorum_elections,
         }
 
 
@@ -62,6 +118,7 @@ class SimCluster:
     def __init__(self, scenario: Scenario, event_sinks: Sequence[EventSink] = ()) -> None:
         self.scenario = scenario
         spec = scenario.cluster
+        self.settings = ClusterSettings.from_spec(spec)
         self.sim = Simulator(
             SimConfig(
                 seed=scenario.seed,
@@ -72,8 +129,11 @@ class SimCluster:
             )
         )
         self.sim.trace.sinks.extend(event_sinks)
+        self.quorum_elections = 0
+        self.sim.trace.sinks.append(self._count)
+        self.quorum_invariants = watch_quorum(self.sim, self.settings.voters, prevote=self.settings.protocol.prevote)
         mode = StorageMode(spec.storage)
-        factories = role_factories(spec.brokers, spec.controllers)
+        factories = role_factories(self.settings)
         for name in factories:
             self.sim.add_host(name, mode)
         for name, factory in factories.items():
@@ -81,6 +141,75 @@ class SimCluster:
         for name in factories:
             self.sim.start(name)
         self._view = SimClusterView(self)
+        self.bootstrap()
+
+    def _count(self, record) -> None:
+        if record[2] == "raft_leader_elected":
+            self.quorum_elections += 1
+
+    # --- bring-up -------------------------------------------------------------------------------
+
+    def active_controller(self):
+        for v in self.settings.voters:
+            role = self.sim.nodes[v].role
+            if role is not None and role.raft is not None and role.controller.active:
+                return v, role
+        return None, None
+
+    def any_controller(self):
+        _, role = self.active_controller()
+        if role is not None:
+            return role.controller
+        return self.most_advanced_controller()
+
+    def most_advanced_controller(self):
+        best = None
+        for v in self.settings.voters:
+            role = self.sim.nodes[v].role
+            if role is not None and role.raft is not None:
+                if best is None or role.controller.committed.offset > best.committed.offset:
+                    best = role.controller
+        return best
+
+    def _all_brokers_unfenced(self) -> bool:
+        img = self._view.image()
+        if img is None:
+            return False
+        return all(
+            (reg := img.brokers.get(i)) is not None and not reg.fenced for i in range(1, self.settings.brokers + 1)
+        )
+
+    def bootstrap(self) -> None:
+        if not self.sim.run_for(BOOTSTRAP_TIMEOUT_MS, stop=self._all_brokers_unfenced):
+            raise RuntimeError(f"the cluster did not come up within {BOOTSTRAP_TIMEOUT_MS:g} ms (brokers not all registered and unfenced)")
+        for topic in self.scenario.topics:
+            self.create_topic(topic)
+        wanted = {(t.name, p) for t in self.scenario.topics for p in range(t.partitions)}
+
+        def topics_ready() -> bool:
+            img = self._view.image()
+            return img is not None and all(k in img.partitions and img.partitions[k].leader is not None for k in wanted)
+
+        if not self.sim.run_for(BOOTSTRAP_TIMEOUT_MS, stop=topics_ready):
+            raise RuntimeError("the scenario's topics did not get leaders within the bootstrap timeout")
+        self.sim.record("runner", "cluster_ready")
+
+    def create_topic(self, topic) -> None:
+        def call(ctl, now, out):
+            config = topic.config.model_dump(by_alias=True, exclude_none=True)
+            return ctl.create_topic(topic.name, topic.partitions, topic.replication_factor, topic.assignment, config, now, out)
+
+        self.admin(call)
+
+    def admin(self, call) -> None:
+        """Run an admin call on the active controller, waiting (bounded) for one to exist."""
+        if not self.sim.run_for(BOOTSTRAP_TIMEOUT_MS, stop=lambda: self.active_controller()[0] is not None):
+            raise StepFailed("no active controller to take the admin call")
+        name, _ = self.active_controller()
+        self.sim.invoke(name, lambda role, now: role.admin(call, now))
+        error = self.sim.nodes[name].role.last_admin_error
+        if error is not None:
+            raise StepFailed(f"the controller refused: {error}")
 
     # --- ClusterRuntime -----------------------------------------------------------------------
 
@@ -131,9 +260,18 @@ class SimCluster:
         self.sim.record("runner", "heal", node=node)
 
     def protocol_step(self, kind: str, args: Any) -> None:
+        if kind == "elect":
+            from kraftlab.scenario.schema import split_partition_ref
+
+            topic, p = split_partition_ref(args.partition)
+            self.admin(lambda ctl, now, out: ctl.elect_leaders(topic, p, args.type, now, out))
+            return
+        if kind == "alter_config":
+            config = dict(args.config)
+            self.admin(lambda ctl, now, out: ctl.alter_config(args.topic, config, now, out))
+            return
         raise StepFailed(
-            f"step `{kind}` needs the broker and controller roles, which this version does not have yet "
-            "(nodes run the idle placeholder role)"
+            f"step `{kind}` needs the brokers' data plane or a controller feature this version does not have yet"
         )
 
     def record(self, kind: str, **fields: Any) -> None:

@@ -1,0 +1,346 @@
+"""The KRaft controller: the metadata state machine on top of the Raft log.
+
+Every controller applies committed records to `committed` (its image of the cluster). The active
+controller (the Raft leader) also keeps `working`: the committed image plus the records it has
+appended but not yet committed, so that one change builds on the previous one (it is
+single-threaded, replication-correctness.md §6.3). Answers to brokers are sent only once the records
+they depend on are committed; if leadership is lost first they are never sent, and brokers retry.
+
+Broker lifecycle (§6.5.1): registration grants a new broker epoch (the offset of its
+RegisterBrokerRecord) only after the previous one was fenced; a registration without the previous
+epoch marks an unclean shutdown, which removes the broker from every ELR (KIP-966); heartbeats keep
+the session alive; a broker silent for broker.session.timeout.ms is fenced; a fenced broker that has
+caught up with the metadata log is unfenced; a controlled shutdown moves leadership away and takes
+the broker out of ISRs before it is told to stop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from actors.contract import Envelope, Output
+from actors.settings import ClusterSettings
+
+from .messages import LogEntry
+from .metadata import (
+    RECOVERED,
+    RECOVERING,
+    BrokerRegistrationChangeRecord,
+    ConfigRecord,
+    MetadataImage,
+    PartitionRecord,
+    RegisterBrokerRecord,
+    TopicRecord,
+)
+from .partition_change import ChangePolicy, change_partition, effective_min_isr
+from .placement import PlacementError, assign_replicas
+from .raft import RaftNode
+from .requests import (
+    DUPLICATE_BROKER_REGISTRATION,
+    FENCED_LEADER_EPOCH,
+    INELIGIBLE_REPLICA,
+    INVALID_REQUEST,
+    INVALID_UPDATE_VERSION,
+    NOT_CONTROLLER,
+    STALE_BROKER_EPOCH,
+    UNKNOWN_TOPIC_OR_PARTITION,
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
+    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
+)
+
+
+class Controller:
+    def __init__(self, local: str, settings: ClusterSettings) -> None:
+        self.local = local
+        self.settings = settings
+        self.raft: RaftNode | None = None  # set by the owning role
+        self.committed = MetadataImage()
+        self.working: MetadataImage | None = None
+        self.last_contact_ms: dict[int, float] = {}
+        self.replies: list[tuple[int, Envelope]] = []  # (offset that must commit first, answer)
+        self.elections = {"clean": 0, "unclean": 0}
+
+    # --- RaftListener ---------------------------------------------------------------------------
+
+    def on_commit(self, entries: list[LogEntry], now_ms: float, out: Output) -> None:
+        for e in entries:
+            self.committed.apply(e.offset, e.record)
+            if isinstance(e.record, PartitionRecord) and e.record.election in self.elections and e.record.reason != "create":
+                self.elections[e.record.election] += 1
+                out.emit("partition_election", partition=f"{e.record.topic}-{e.record.partition}", how=e.record.election, leader=e.record.leader, leader_epoch=e.record.leader_epoch)
+        ready = [r for r in self.replies if r[0] < self.committed.offset]
+        if ready:
+            self.replies = [r for r in self.replies if r[0] >= self.committed.offset]
+            for _, env in ready:
+                out.send(env)
+
+    def on_become_leader(self, epoch: int, now_ms: float, out: Output) -> None:
+        working = self.committed.copy()
+        for e in self.raft.log.entries[working.offset :]:
+            working.apply(e.offset, e.record)
+        self.working = working
+        # A new active controller gives every broker a full session before fencing it.
+        self.last_contact_ms = {b: now_ms for b in working.brokers}
+        out.emit("controller_active", epoch=epoch)
+
+    def on_lose_leadership(self, now_ms: float, out: Output) -> None:
+        self.working = None
+        self.replies = []
+
+    @property
+    def active(self) -> bool:
+        return self.working is not None
+
+    # --- proposing ---------------------------------------------------------------------------------
+
+    def _propose(self, records: list[Any], now_ms: float, out: Output) -> int:
+        """Append records and apply them to the working image; returns the last one's offset."""
+        last = self.raft.append(records, now_ms, out)
+        assert last is not None, "only the active controller proposes"
+        first = last - len(records) + 1
+        for i, rec in enumerate(records):
+            self.working.apply(first + i, rec)
+        return last
+
+    def _answer(self, env: Envelope, after_offset: int | None, out: Output) -> None:
+        if after_offset is None or after_offset < self.committed.offset:
+            out.send(env)
+        else:
+            self.replies.append((after_offset, env))
+
+    def _next_offset(self) -> int:
+        return self.raft.log.end_offset + len(self.raft.pending)
+
+    # --- policy ------------------------------------------------------------------------------------
+
+    def policy(self, topic: str, image: MetadataImage | None = None) -> ChangePolicy:
+        image = image or self.working or self.committed
+        cfg = self.settings.config
+        topic_cfg = image.topic_configs.get(topic, {})
+        cluster_cfg = image.cluster_config
+        min_isr = topic_cfg.get("min.insync.replicas", cluster_cfg.get("min.insync.replicas", cfg.min_insync_replicas))
+        unclean = topic_cfg.get(
+            "unclean.leader.election.enable", cluster_cfg.get("unclean.leader.election.enable", cfg.unclean_leader_election_enable)
+        )
+        rf = next((len(p.replicas) for (t, _), p in image.partitions.items() if t == topic), 1)
+        return ChangePolicy(
+            min_isr=effective_min_isr(min_isr, rf),
+            elr_enabled=self.settings.protocol.elr,
+            unclean_leader_election=bool(unclean),
+            last_known_leader_only=cfg.unclean_recovery_strategy == "last_known_leader",
+        )
+
+    def _change(self, part: PartitionRecord, now_ms: float, out: Output, **kwargs) -> PartitionRecord | None:
+        new = change_partition(part, self.working.brokers, self.policy(part.topic), **kwargs)
+        if new is not None:
+            self._propose([new], now_ms, out)
+        return new
+
+    def _remove_broker_everywhere(self, broker: int, reason: str, now_ms: float, out: Output) -> None:
+        for part in list(self.working.partitions.values()):
+            if broker in part.isr or part.leader == broker:
+                self._change(part, now_ms, out, reason=reason, remove=broker)
+
+    def _elect_offline_with(self, broker: int, now_ms: float, out: Output) -> None:
+        for part in list(self.working.partitions.values()):
+            if part.leader is None and broker in part.replicas:
+                self._change(part, now_ms, out, reason="broker_unfenced")
+
+    # --- requests from brokers ---------------------------------------------------------------------
+
+    def handle(self, env: Envelope, now_ms: float, out: Output) -> bool:
+        p = env.payload
+        if isinstance(p, BrokerRegistrationRequest):
+            self._on_registration(env, p, now_ms, out)
+        elif isinstance(p, BrokerHeartbeatRequest):
+            self._on_heartbeat(env, p, now_ms, out)
+        elif isinstance(p, AlterPartitionRequest):
+            self._on_alter_partition(env, p, now_ms, out)
+        else:
+            return False
+        return True
+
+    def _reply(self, env: Envelope, payload: Any) -> Envelope:
+        return Envelope(self.local, env.src, payload)
+
+    def _on_registration(self, env: Envelope, req: BrokerRegistrationRequest, now_ms: float, out: Output) -> None:
+        if not self.active:
+            out.send(self._reply(env, BrokerRegistrationResponse(NOT_CONTROLLER, controller=self.raft.leader)))
+            return
+        old = self.working.brokers.get(req.broker_id)
+        if old is not None and not old.fenced:
+            # §6.5.1: no new epoch until the previous one has been fenced.
+            out.send(self._reply(env, BrokerRegistrationResponse(DUPLICATE_BROKER_REGISTRATION)))
+            return
+        epoch = self._next_offset()
+        last = self._propose([RegisterBrokerRecord(req.broker_id, epoch, req.rack, fenced=True)], now_ms, out)
+        clean = old is not None and req.previous_broker_epoch == old.epoch
+        out.emit("broker_registered", broker=req.broker_id, epoch=epoch, clean=clean)
+        if old is not None and not clean:
+            # KIP-966: a broker back from an unclean shutdown leaves every ELR (its log may have
+            # lost committed records) and is remembered in the LastKnownELR.
+            for part in list(self.working.partitions.values()):
+                if req.broker_id in part.elr:
+                    new = self._change(part, now_ms, out, reason="unclean_shutdown", unclean_shutdown=frozenset({req.broker_id}))
+                    last = self._next_offset() - 1 if new is not None else last
+        self.last_contact_ms[req.broker_id] = now_ms
+        self._answer(self._reply(env, BrokerRegistrationResponse(None, epoch)), last, out)
+
+    def _on_heartbeat(self, env: Envelope, req: BrokerHeartbeatRequest, now_ms: float, out: Output) -> None:
+        if not self.active:
+            out.send(self._reply(env, BrokerHeartbeatResponse(NOT_CONTROLLER, controller=self.raft.leader)))
+            return
+        b = self.working.brokers.get(req.broker_id)
+        if b is None or b.epoch != req.broker_epoch:
+            out.send(self._reply(env, BrokerHeartbeatResponse(STALE_BROKER_EPOCH)))
+            return
+        self.last_contact_ms[req.broker_id] = now_ms
+        before = self._next_offset()
+        should_shut_down = False
+        if req.want_shutdown:
+            if not b.in_controlled_shutdown and not b.fenced:
+                self._propose([BrokerRegistrationChangeRecord(b.broker_id, b.epoch, in_controlled_shutdown=True)], now_ms, out)
+                self._remove_broker_everywhere(b.broker_id, "controlled_shutdown", now_ms, out)
+            leads = any(p.leader == b.broker_id for p in self.working.partitions.values())
+            should_shut_down = not leads
+            if should_shut_down and not self.working.brokers[b.broker_id].fenced:
+                self._propose([BrokerRegistrationChangeRecord(b.broker_id, b.epoch, fenced=True)], now_ms, out)
+        elif b.fenced and req.metadata_offset >= b.epoch:
+            self._propose([BrokerRegistrationChangeRecord(b.broker_id, b.epoch, fenced=False)], now_ms, out)
+            out.emit("broker_unfenced", broker=b.broker_id, epoch=b.epoch)
+            self._elect_offline_with(b.broker_id, now_ms, out)
+        after = self._next_offset()
+        fenced = self.working.brokers[b.broker_id].fenced
+        answer = self._reply(env, BrokerHeartbeatResponse(None, is_fenced=fenced, should_shut_down=should_shut_down))
+        self._answer(answer, after - 1 if after > before else None, out)
+
+    def _on_alter_partition(self, env: Envelope, req: AlterPartitionRequest, now_ms: float, out: Output) -> None:
+        def fail(error: str) -> None:
+            out.emit("alter_partition_rejected", partition=f"{req.topic}-{req.partition}", error=error, broker=req.broker_id)
+            out.send(self._reply(env, AlterPartitionResponse(error, req.topic, req.partition, controller=self.raft.leader)))
+
+        if not self.active:
+            return fail(NOT_CONTROLLER)
+        w = self.working
+        sender = w.brokers.get(req.broker_id)
+        if sender is None or sender.epoch != req.broker_epoch:
+            return fail(STALE_BROKER_EPOCH)
+        part = w.partitions.get((req.topic, req.partition))
+        if part is None:
+            return fail(UNKNOWN_TOPIC_OR_PARTITION)
+        if part.leader != req.broker_id or part.leader_epoch != req.leader_epoch:
+            return fail(FENCED_LEADER_EPOCH)
+        if part.partition_epoch != req.partition_epoch:
+            return fail(INVALID_UPDATE_VERSION)  # §6.3: the leader worked from a stale view
+        new_isr = tuple(b for b, _ in req.new_isr)
+        if req.broker_id not in new_isr or not set(new_isr) <= set(part.replicas) or len(set(new_isr)) != len(new_isr):
+            return fail(INVALID_REQUEST)
+        if part.leader_recovery_state == RECOVERING and req.leader_recovery_state == RECOVERING and len(new_isr) > 1:
+            return fail(INVALID_REQUEST)  # KIP-704: no ISR expansion before the leader recovered
+        for broker, broker_epoch in req.new_isr:
+            if broker in part.isr:
+                continue
+            reg = w.brokers.get(broker)
+            stale = self.settings.protocol.broker_epoch_in_alter_partition and (reg is None or reg.epoch != broker_epoch)
+            if reg is None or not reg.active or stale:
+                return fail(INELIGIBLE_REPLICA)  # §6.5.1 case 3, KIP-903
+        new = change_partition(
+            part,
+            w.brokers,
+            self.policy(req.topic),
+            reason="alter_partition",
+            target_isr=tuple(b for b in part.replicas if b in new_isr),
+            election="none",
+            recovery_state=RECOVERED if req.leader_recovery_state == RECOVERED else None,
+        )
+        if new is None:
+            out.send(self._reply(env, AlterPartitionResponse(None, req.topic, req.partition, part)))
+            return
+        last = self._propose([new], now_ms, out)
+        self._answer(self._reply(env, AlterPartitionResponse(None, req.topic, req.partition, new)), last, out)
+
+    # --- timers --------------------------------------------------------------------------------
+
+    def next_deadline(self) -> float | None:
+        if not self.active:
+            return None
+        timeout = self.settings.config.broker_session_timeout_ms
+        deadlines = [
+            self.last_contact_ms.get(b.broker_id, 0.0) + timeout
+            for b in self.working.brokers.values()
+            if not b.fenced
+        ]
+        return min(deadlines) if deadlines else None
+
+    def tick(self, now_ms: float, out: Output) -> None:
+        if not self.active:
+            return
+        timeout = self.settings.config.broker_session_timeout_ms
+        for b in sorted(self.working.brokers.values(), key=lambda r: r.broker_id):
+            if not b.fenced and now_ms >= self.last_contact_ms.get(b.broker_id, 0.0) + timeout:
+                out.emit("broker_fenced", broker=b.broker_id, epoch=b.epoch, reason="session_timeout")
+                self._propose([BrokerRegistrationChangeRecord(b.broker_id, b.epoch, fenced=True)], now_ms, out)
+                self._remove_broker_everywhere(b.broker_id, "broker_fenced", now_ms, out)
+
+    # --- admin calls (on the active controller) ---------------------------------------------------
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        assignment: dict[int, list[int]] | None,
+        config: dict[str, Any],
+        now_ms: float,
+        out: Output,
+    ) -> str | None:
+        """Returns an error message, or None when the records were proposed."""
+        if not self.active:
+            return NOT_CONTROLLER
+        w = self.working
+        if name in w.topics:
+            return f"topic {name!r} already exists"
+        if assignment is None:
+            usable = {b.broker_id: b.rack for b in w.brokers.values() if b.active}
+            try:
+                replicas = assign_replicas(partitions, replication_factor, usable)
+            except PlacementError as exc:
+                return str(exc)
+        else:
+            replicas = [list(assignment[p]) for p in range(partitions)]
+        records: list[Any] = [TopicRecord(name, len(w.topics) + 1)]
+        records += [ConfigRecord("topic", name, k, v) for k, v in config.items() if v is not None]
+        for p, reps in enumerate(replicas):
+            isr = tuple(reps)
+            leader = next((b for b in reps if w.is_active(b)), None)
+            records.append(PartitionRecord(name, p, tuple(reps), isr, (), (), leader, 0, 0, RECOVERED, "create", "clean"))
+        self._propose(records, now_ms, out)
+        out.emit("topic_created", topic=name, assignment=[list(r) for r in replicas])
+        return None
+
+    def elect_leaders(self, topic: str, partition: int, election: str, now_ms: float, out: Output) -> str | None:
+        if not self.active:
+            return NOT_CONTROLLER
+        part = self.working.partitions.get((topic, partition))
+        if part is None:
+            return UNKNOWN_TOPIC_OR_PARTITION
+        self._change(part, now_ms, out, reason=f"elect_{election}", election=election)
+        return None
+
+    def alter_config(self, topic: str | None, config: dict[str, Any], now_ms: float, out: Output) -> str | None:
+        if not self.active:
+            return NOT_CONTROLLER
+        resource, name = ("topic", topic) if topic is not None else ("cluster", "")
+        self._propose([ConfigRecord(resource, name, k, v) for k, v in config.items()], now_ms, out)
+        if "min.insync.replicas" in config:
+            # A dynamic MinISR change clears the ELR of the partitions it applies to (KIP-966).
+            for part in list(self.working.partitions.values()):
+                if (topic is None or part.topic == topic) and (part.elr or part.last_known_elr):
+                    new = replace(part, elr=(), last_known_elr=(), partition_epoch=part.partition_epoch + 1, reason="min_isr_changed", election=None)
+                    self._propose([new], now_ms, out)
+        return None

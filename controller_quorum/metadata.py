@@ -1,0 +1,142 @@
+"""Metadata records and the image they build (the KRaft metadata log's state machine).
+
+Every change the controller makes is one of these records (replication-correctness.md §6.3): the
+image is a pure function of the committed log, so every controller and broker that applied the same
+prefix sees the same cluster. A partition change record carries the partition's whole new state
+(Kafka's PartitionChangeRecord carries a delta; the full state is simpler to check and replays the
+same).
+
+Broker epochs are the offsets of their RegisterBrokerRecord in the log, so they only grow (§6.5.1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from storage.codec import record_type
+
+RECOVERED = "RECOVERED"
+RECOVERING = "RECOVERING"  # after an unclean election, until the new leader recovers (KIP-704)
+
+
+@record_type
+@dataclass(frozen=True, slots=True)
+class RegisterBrokerRecord:
+    broker_id: int
+    broker_epoch: int
+    rack: str | None
+    fenced: bool = True
+
+
+@record_type
+@dataclass(frozen=True, slots=True)
+class BrokerRegistrationChangeRecord:
+    broker_id: int
+    broker_epoch: int
+    fenced: bool | None = None  # None: unchanged
+    in_controlled_shutdown: bool | None = None
+
+
+@record_type
+@dataclass(frozen=True, slots=True)
+class TopicRecord:
+    name: str
+    topic_id: int
+
+
+@record_type
+@dataclass(frozen=True, slots=True)
+class PartitionRecord:
+    """A partition's whole state: written at creation and at every change (`reason` says why)."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    elr: tuple[int, ...]
+    last_known_elr: tuple[int, ...]
+    leader: int | None
+    leader_epoch: int
+    partition_epoch: int
+    leader_recovery_state: str = RECOVERED
+    reason: str = "create"
+    election: str | None = None  # "clean" | "unclean" | None (no new leader)
+
+
+@record_type
+@dataclass(frozen=True, slots=True)
+class ConfigRecord:
+    resource: str  # "topic" or "cluster"
+    name: str  # the topic's name, or "" for the cluster
+    key: str
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    broker_id: int
+    epoch: int
+    rack: str | None
+    fenced: bool
+    in_controlled_shutdown: bool = False
+
+    @property
+    def active(self) -> bool:
+        """Can lead and be added to an ISR: unfenced and not shutting down."""
+        return not self.fenced and not self.in_controlled_shutdown
+
+
+@dataclass
+class MetadataImage:
+    """Invariant: only `apply` changes it, one committed (or, on the active controller, appended)
+    record at a time."""
+
+    brokers: dict[int, BrokerRegistration] = field(default_factory=dict)
+    topics: dict[str, int] = field(default_factory=dict)
+    partitions: dict[tuple[str, int], PartitionRecord] = field(default_factory=dict)
+    topic_configs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    cluster_config: dict[str, Any] = field(default_factory=dict)
+    offset: int = 0  # records applied so far (the next offset)
+
+    def copy(self) -> MetadataImage:
+        return MetadataImage(
+            dict(self.brokers),
+            dict(self.topics),
+            dict(self.partitions),
+            {k: dict(v) for k, v in self.topic_configs.items()},
+            dict(self.cluster_config),
+            self.offset,
+        )
+
+    def apply(self, offset: int, rec: Any) -> None:
+        if isinstance(rec, RegisterBrokerRecord):
+            self.brokers[rec.broker_id] = BrokerRegistration(rec.broker_id, rec.broker_epoch, rec.rack, rec.fenced)
+        elif isinstance(rec, BrokerRegistrationChangeRecord):
+            b = self.brokers.get(rec.broker_id)
+            if b is not None and b.epoch == rec.broker_epoch:
+                if rec.fenced is not None:
+                    b = replace(b, fenced=rec.fenced)
+                    if not rec.fenced:
+                        b = replace(b, in_controlled_shutdown=False)
+                if rec.in_controlled_shutdown is not None:
+                    b = replace(b, in_controlled_shutdown=rec.in_controlled_shutdown)
+                self.brokers[rec.broker_id] = b
+        elif isinstance(rec, TopicRecord):
+            self.topics[rec.name] = rec.topic_id
+        elif isinstance(rec, PartitionRecord):
+            self.partitions[(rec.topic, rec.partition)] = rec
+        elif isinstance(rec, ConfigRecord):
+            target = self.cluster_config if rec.resource == "cluster" else self.topic_configs.setdefault(rec.name, {})
+            if rec.value is None:
+                target.pop(rec.key, None)
+            else:
+                target[rec.key] = rec.value
+        self.offset = offset + 1
+
+    def is_active(self, broker: int) -> bool:
+        b = self.brokers.get(broker)
+        return b is not None and b.active
+
+    def partitions_of(self, broker: int) -> list[PartitionRecord]:
+        return [p for p in self.partitions.values() if broker in p.replicas]

@@ -1,0 +1,149 @@
+"""How the controller changes one partition: ISR, ELR, LastKnownELR and the leader (Kafka's
+PartitionChangeBuilder). Pure functions of the current record and the broker registrations.
+
+ELR rules (kip-966-last-replica-standing.txt, cases A-G; where the blog and Kafka's controller
+differ, protocol-facts.md says to follow the controller):
+- While the target ISR has at least the effective MinISR members, the ELR and LastKnownELR are
+  empty (cases D, F, G).
+- Otherwise every replica that was in the ISR or ELR and is not in the target ISR enters the ELR
+  (cases A, C: Kafka puts *every* replica removed while ISR < MinISR there, the fenced ex-leader
+  whose removal empties the ISR included), except replicas that shut down uncleanly, which go to
+  the LastKnownELR instead (KIP-966 design; `last_known_leader` keeps only the last leader there,
+  as shipped Kafka 4.x does).
+- Leader candidates are the ISR, then unfenced ELR members; an ELR member elected leader moves to
+  the ISR (case B).
+- With ELR off, the ISR never becomes empty: its last member stays even when fenced (Kafka's
+  behaviour before KIP-966, the Last Replica Standing).
+Election order: keep the current leader if still acceptable; else the first acceptable replica in
+replica order; the preferred election takes replicas[0] only. Unclean elections (legacy
+`unclean.leader.election.enable`, or ElectLeaders type unclean) take the first active replica and
+mark the partition RECOVERING (KIP-704).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .metadata import RECOVERED, RECOVERING, BrokerRegistration, PartitionRecord
+
+
+@dataclass(frozen=True)
+class ChangePolicy:
+    min_isr: int  # effective: min(min.insync.replicas, replication factor)
+    elr_enabled: bool
+    unclean_leader_election: bool
+    last_known_leader_only: bool = False  # unclean.recovery.strategy == last_known_leader
+
+
+def effective_min_isr(min_insync_replicas: int, replication_factor: int) -> int:
+    return min(min_insync_replicas, replication_factor)
+
+
+def change_partition(
+    part: PartitionRecord,
+    brokers: dict[int, BrokerRegistration],
+    policy: ChangePolicy,
+    *,
+    reason: str,
+    remove: int | None = None,
+    target_isr: tuple[int, ...] | None = None,
+    unclean_shutdown: frozenset[int] = frozenset(),
+    election: str = "clean",  # clean | preferred | unclean | none
+    recovery_state: str | None = None,
+) -> PartitionRecord | None:
+    """The partition's new state, or None when nothing changes."""
+
+    def active(b: int) -> bool:
+        reg = brokers.get(b)
+        return reg is not None and reg.active
+
+    isr = list(target_isr if target_isr is not None else part.isr)
+    if remove is not None and remove in isr:
+        isr.remove(remove)
+        if not isr and not policy.elr_enabled:
+            isr = [remove]  # the last replica standing keeps its place (pre-KIP-966 behaviour)
+
+    elr, lkelr = _eligible_leader_replicas(part, isr, policy, unclean_shutdown)
+
+    leader, leader_isr, leader_elr, elected = _elect(part, isr, elr, active, election, policy)
+    isr, elr = leader_isr, leader_elr
+    lrs = recovery_state or part.leader_recovery_state
+    if elected == "unclean":
+        lrs = RECOVERING
+        elr, lkelr = [], []
+    if elected == "clean" and len(isr) >= policy.min_isr:
+        elr, lkelr = [], []
+
+    new = replace(
+        part,
+        isr=tuple(isr),
+        elr=tuple(elr),
+        last_known_elr=tuple(lkelr),
+        leader=leader,
+        leader_recovery_state=lrs,
+        reason=reason,
+        election=elected if leader != part.leader else None,
+    )
+    if (new.isr, new.elr, new.last_known_elr, new.leader, new.leader_recovery_state) == (
+        part.isr, part.elr, part.last_known_elr, part.leader, part.leader_recovery_state,
+    ):
+        return None
+    return replace(
+        new,
+        leader_epoch=part.leader_epoch + (1 if leader != part.leader else 0),
+        partition_epoch=part.partition_epoch + 1,
+    )
+
+
+def _eligible_leader_replicas(
+    part: PartitionRecord, isr: list[int], policy: ChangePolicy, unclean_shutdown: frozenset[int]
+) -> tuple[list[int], list[int]]:
+    if not policy.elr_enabled:
+        return [], []
+    if len(isr) >= policy.min_isr:
+        return [], []
+    in_isr = set(isr)
+    candidates = [b for b in part.replicas if b in set(part.elr) | set(part.isr)]
+    elr = [b for b in candidates if b not in in_isr and b not in unclean_shutdown]
+    if policy.last_known_leader_only:
+        lkelr = list(part.last_known_elr)
+        if not isr and not elr and part.leader is not None:
+            lkelr = [part.leader]
+        elif not isr and not elr and part.isr:
+            lkelr = [part.isr[0]]
+        return elr, lkelr
+    pool = set(candidates) | set(part.last_known_elr)
+    lkelr = [b for b in part.replicas if b in pool and b not in in_isr and b not in elr]
+    return elr, lkelr
+
+
+def _elect(part, isr, elr, active, election, policy):
+    """(leader, isr, elr, how) where how is clean, unclean or None (no acceptable replica)."""
+    if election == "none":
+        leader = part.leader if part.leader in isr and active(part.leader) else None
+        return leader, isr, elr, None if leader is None else "clean"
+    if election == "preferred":
+        preferred = part.replicas[0]
+        if preferred in isr and active(preferred):
+            return preferred, isr, elr, "clean"
+        leader = part.leader if part.leader in isr and active(part.leader) else None
+        return leader, isr, elr, "clean" if leader is not None else None
+    if part.leader is not None and part.leader in isr and active(part.leader):
+        return part.leader, isr, elr, "clean"
+    for b in part.replicas:
+        if b in isr and active(b):
+            return b, isr, elr, "clean"
+    if policy.elr_enabled:
+        for b in part.replicas:
+            if b in elr and active(b):
+                # Case B: an unfenced ELR member leads and moves to the ISR.
+                return b, [b], [x for x in elr if x != b], "clean"
+    if election == "unclean" or policy.unclean_leader_election:
+        for b in part.replicas:
+            if active(b):
+                return b, [b], [], "unclean"
+    return None, isr, elr, None
+
+
+def with_recovered(part: PartitionRecord) -> PartitionRecord:
+    return replace(part, leader_recovery_state=RECOVERED)

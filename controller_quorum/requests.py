@@ -1,0 +1,71 @@
+"""Requests brokers send the active controller, and the answers (frozen dataclasses)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .metadata import PartitionRecord
+
+# errors
+NOT_CONTROLLER = "NOT_CONTROLLER"
+DUPLICATE_BROKER_REGISTRATION = "DUPLICATE_BROKER_REGISTRATION"
+STALE_BROKER_EPOCH = "STALE_BROKER_EPOCH"
+UNKNOWN_TOPIC_OR_PARTITION = "UNKNOWN_TOPIC_OR_PARTITION"
+FENCED_LEADER_EPOCH = "FENCED_LEADER_EPOCH"
+NOT_LEADER_OR_FOLLOWER = "NOT_LEADER_OR_FOLLOWER"
+INVALID_UPDATE_VERSION = "INVALID_UPDATE_VERSION"
+INELIGIBLE_REPLICA = "INELIGIBLE_REPLICA"
+INVALID_REQUEST = "INVALID_REQUEST"
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistrationRequest:
+    broker_id: int
+    rack: str | None
+    # The epoch the broker had when it last shut down cleanly (from its clean-shutdown marker);
+    # None after an unclean shutdown or on the first start (KIP-966).
+    previous_broker_epoch: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistrationResponse:
+    error: str | None
+    broker_epoch: int | None = None
+    controller: str | None = None  # with NOT_CONTROLLER: who is
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerHeartbeatRequest:
+    broker_id: int
+    broker_epoch: int
+    metadata_offset: int  # the broker has applied the metadata log below this offset
+    want_shutdown: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerHeartbeatResponse:
+    error: str | None
+    is_fenced: bool = True
+    should_shut_down: bool = False
+    controller: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionRequest:
+    broker_id: int
+    broker_epoch: int
+    topic: str
+    partition: int
+    leader_epoch: int
+    partition_epoch: int
+    new_isr: tuple[tuple[int, int], ...]  # (broker id, broker epoch) per proposed ISR member
+    leader_recovery_state: str
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionResponse:
+    error: str | None
+    topic: str
+    partition: int
+    state: PartitionRecord | None = None  # the committed new state on success
+    controller: str | None = None
