@@ -96,3 +96,22 @@ def test_a_broker_in_controlled_shutdown_is_not_a_leader_candidate():
 
 def test_no_change_returns_none():
     assert change_partition(part(), brokers(), ELR_ON, reason="noop") is None
+
+
+def test_the_metadata_invariants_catch_a_bad_shape_a_fenced_isr_member_and_an_epoch_going_back():
+    from dataclasses import replace
+
+    from controller_quorum.metadata import MetadataImage
+    from controller_quorum.metadata_invariants import MetadataInvariants
+
+    img = MetadataImage(brokers=brokers(fenced=(3,)), partitions={("t", 0): part(isr=(1, 2), elr=(3,))}, offset=5)
+    checks = MetadataInvariants(lambda: img, lambda topic, i: ELR_ON, elr_enabled=True)
+    assert set(checks.check()) == {"IsrElrShape"}  # ELR not empty while ISR >= MinISR
+    img.partitions[("t", 0)] = part(isr=(1, 3), elr=())
+    img.offset = 6
+    assert set(checks.check()) == {"NoFencedInIsr"}
+    img.partitions[("t", 0)] = replace(part(isr=(1, 2)), leader_epoch=1)
+    img.offset = 7
+    assert set(checks.check()) == {"MonotonicEpochs"}
+    img.offset = 7
+    assert checks.check() == {}  # nothing new committed: nothing re-checked

@@ -15,6 +15,7 @@ from actors.roles import role_factories
 from actors.runtime.network import LatencyModel
 from actors.settings import ClusterSettings
 from controller_quorum.metadata import MetadataImage
+from controller_quorum.metadata_invariants import MetadataInvariants
 from controller_quorum.partition_change import effective_min_isr
 from kraftlab.scenario.schema import LatencySpec, Scenario
 from storage.modes import CrashKind, StorageMode
@@ -141,6 +142,10 @@ class SimCluster:
         for name in factories:
             self.sim.start(name)
         self._view = SimClusterView(self)
+        metadata_checks = MetadataInvariants(
+            self._view.image, lambda topic, img: self.any_controller().policy(topic, img), elr_enabled=self.settings.protocol.elr
+        )
+        self.sim.add_invariant_set(metadata_checks.check)
         self.bootstrap()
 
     def _count(self, record) -> None:
