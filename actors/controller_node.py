@@ -8,7 +8,6 @@ from __future__ import annotations
 from actors.contract import Envelope, Output, ShutdownRequested, StartContext, StopProcess
 from actors.settings import ClusterSettings
 from controller_quorum.controller import Controller
-from controller_quorum.messages import LogEntry
 from controller_quorum.raft import RaftConfig, RaftNode
 
 
@@ -25,25 +24,13 @@ def raft_config(settings: ClusterSettings) -> RaftConfig:
     )
 
 
-class CommitRecorder(Controller):
-    """The controller, also keeping the committed entries in order (tests read them)."""
-
-    def __init__(self, local: str, settings: ClusterSettings) -> None:
-        super().__init__(local, settings)
-        self.committed_entries: list[LogEntry] = []
-
-    def on_commit(self, entries: list[LogEntry], now_ms: float, out: Output) -> None:
-        self.committed_entries.extend(entries)
-        super().on_commit(entries, now_ms, out)
-
-
 class ControllerNode:
     def __init__(self, ctx: StartContext, settings: ClusterSettings) -> None:
         self.node_id = ctx.node_id
         self.voter_id = int(ctx.node_id[1:])
         self.settings = settings
         self._ctx = ctx
-        self.listener = self.controller = CommitRecorder(ctx.node_id, settings)
+        self.controller = Controller(ctx.node_id, settings)
         self.raft: RaftNode | None = None
         self.last_admin_error: str | None = None
 
@@ -51,7 +38,7 @@ class ControllerNode:
         out = Output()
         ctx = self._ctx
         self.raft = RaftNode(
-            ctx.node_id, self.settings.voters, raft_config(self.settings), dict(ctx.files), ctx.rng, self.listener, out, now_ms
+            ctx.node_id, self.settings.voters, raft_config(self.settings), dict(ctx.files), ctx.rng, self.controller, out, now_ms
         )
         self.controller.raft = self.raft
         self.raft.start(now_ms, out)
@@ -77,6 +64,10 @@ class ControllerNode:
         self.raft.tick(now_ms, out)
         self.controller.tick(now_ms, out)
         return self._finish(out)
+
+    def committed_entries(self) -> list:
+        """The entries this node has applied (all committed), from its log."""
+        return self.raft.log.entries[: self.raft.applied]
 
     def propose(self, records: list, now_ms: float) -> Output:
         """Append records if this node leads (a local call; tests use it)."""

@@ -118,7 +118,8 @@ class Controller:
 
     # --- policy ------------------------------------------------------------------------------------
 
-    def policy(self, topic: str, image: MetadataImage | None = None) -> ChangePolicy:
+    def policy(self, topic: str, image: MetadataImage | None = None, replication_factor: int | None = None) -> ChangePolicy:
+        """The rules for a partition of `topic` (dynamic config first, then the cluster's)."""
         image = image or self.working or self.committed
         cfg = self.settings.config
         topic_cfg = image.topic_configs.get(topic, {})
@@ -127,16 +128,17 @@ class Controller:
         unclean = topic_cfg.get(
             "unclean.leader.election.enable", cluster_cfg.get("unclean.leader.election.enable", cfg.unclean_leader_election_enable)
         )
-        rf = next((len(p.replicas) for (t, _), p in image.partitions.items() if t == topic), 1)
+        if replication_factor is None:
+            replication_factor = next((len(p.replicas) for (t, _), p in image.partitions.items() if t == topic), 1)
         return ChangePolicy(
-            min_isr=effective_min_isr(min_isr, rf),
+            min_isr=effective_min_isr(min_isr, replication_factor),
             elr_enabled=self.settings.protocol.elr,
             unclean_leader_election=bool(unclean),
             last_known_leader_only=cfg.unclean_recovery_strategy == "last_known_leader",
         )
 
     def _change(self, part: PartitionRecord, now_ms: float, out: Output, **kwargs) -> PartitionRecord | None:
-        new = change_partition(part, self.working.brokers, self.policy(part.topic), **kwargs)
+        new = change_partition(part, self.working.brokers, self.policy(part.topic, replication_factor=len(part.replicas)), **kwargs)
         if new is not None:
             self._propose([new], now_ms, out)
         return new
@@ -178,7 +180,7 @@ class Controller:
             out.send(self._reply(env, BrokerRegistrationResponse(DUPLICATE_BROKER_REGISTRATION)))
             return
         epoch = self._next_offset()
-        last = self._propose([RegisterBrokerRecord(req.broker_id, epoch, req.rack, fenced=True)], now_ms, out)
+        self._propose([RegisterBrokerRecord(req.broker_id, epoch, req.rack, fenced=True)], now_ms, out)
         clean = old is not None and req.previous_broker_epoch == old.epoch
         out.emit("broker_registered", broker=req.broker_id, epoch=epoch, clean=clean)
         if old is not None and not clean:
@@ -186,10 +188,9 @@ class Controller:
             # lost committed records) and is remembered in the LastKnownELR.
             for part in list(self.working.partitions.values()):
                 if req.broker_id in part.elr:
-                    new = self._change(part, now_ms, out, reason="unclean_shutdown", unclean_shutdown=frozenset({req.broker_id}))
-                    last = self._next_offset() - 1 if new is not None else last
+                    self._change(part, now_ms, out, reason="unclean_shutdown", unclean_shutdown=frozenset({req.broker_id}))
         self.last_contact_ms[req.broker_id] = now_ms
-        self._answer(self._reply(env, BrokerRegistrationResponse(None, epoch)), last, out)
+        self._answer(self._reply(env, BrokerRegistrationResponse(None, epoch)), self._next_offset() - 1, out)
 
     def _on_heartbeat(self, env: Envelope, req: BrokerHeartbeatRequest, now_ms: float, out: Output) -> None:
         if not self.active:
@@ -252,7 +253,7 @@ class Controller:
         new = change_partition(
             part,
             w.brokers,
-            self.policy(req.topic),
+            self.policy(req.topic, replication_factor=len(part.replicas)),
             reason="alter_partition",
             target_isr=tuple(b for b in part.replicas if b in new_isr),
             election="none",

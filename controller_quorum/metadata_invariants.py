@@ -22,7 +22,7 @@ class MetadataInvariants:
     def __init__(
         self,
         image: Callable[[], MetadataImage | None],
-        policy: Callable[[str, MetadataImage], ChangePolicy],
+        policy: Callable[[str, MetadataImage, int], ChangePolicy],
         *,
         elr_enabled: bool,
     ) -> None:
@@ -42,7 +42,7 @@ class MetadataInvariants:
         for key, p in img.partitions.items():
             name = f"{key[0]}-{key[1]}"
             isr, elr, replicas = set(p.isr), set(p.elr), set(p.replicas)
-            min_isr = self._policy(key[0], img).min_isr
+            min_isr = self._policy(key[0], img, len(p.replicas)).min_isr
             if not isr <= replicas or not elr <= replicas or isr & elr or (elr and len(isr) >= min_isr):
                 found.setdefault("IsrElrShape", f"{name}: replicas {p.replicas}, ISR {p.isr}, ELR {p.elr}, MinISR {min_isr}")
             if self.elr_enabled:

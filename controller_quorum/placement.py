@@ -29,17 +29,21 @@ def assign_replicas(partitions: int, replication_factor: int, brokers: dict[int,
     return _rack_unaware(partitions, replication_factor, sorted(brokers), start_index)
 
 
-def _rack_unaware(partitions: int, rf: int, ids: list[int], start_index: int) -> list[list[int]]:
-    n = len(ids)
+def _rounds(partitions: int, n: int, start_index: int):
+    """Per partition: the index of its first replica, and the follower shift (one more per round)."""
     shift = start_index
-    result = []
     for p in range(partitions):
         if p > 0 and p % n == 0:
             shift += 1
-        first = (p + start_index) % n
-        replicas = [ids[first]] + [ids[_replica_index(first, shift, j, n)] for j in range(rf - 1)]
-        result.append(replicas)
-    return result
+        yield (p + start_index) % n, shift
+
+
+def _rack_unaware(partitions: int, rf: int, ids: list[int], start_index: int) -> list[list[int]]:
+    n = len(ids)
+    return [
+        [ids[first]] + [ids[_replica_index(first, shift, j, n)] for j in range(rf - 1)]
+        for first, shift in _rounds(partitions, n, start_index)
+    ]
 
 
 def rack_alternated(brokers: dict[int, str]) -> list[int]:
@@ -63,12 +67,8 @@ def _rack_aware(partitions: int, rf: int, brokers: dict[int, str], start_index: 
     arranged = rack_alternated(brokers)
     n = len(arranged)
     num_racks = len(set(brokers.values()))
-    shift = start_index
     result = []
-    for p in range(partitions):
-        if p > 0 and p % n == 0:
-            shift += 1
-        first = (p + start_index) % n
+    for first, shift in _rounds(partitions, n, start_index):
         leader = arranged[first]
         replicas = [leader]
         racks_used = {brokers[leader]}

@@ -353,7 +353,7 @@ class RaftNode:
             self._stop_leading(now_ms, out)
 
     def _stop_leading(self, now_ms: float, out: Output) -> None:
-        for replica, (src, req, _) in list(self.parked.items()):
+        for src, _, _ in self.parked.values():
             self._send(out, src, FetchResponse(self.quorum.epoch, None, NOT_LEADER))
         self.parked.clear()
         self.pending.clear()

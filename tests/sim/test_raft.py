@@ -43,13 +43,13 @@ def test_records_commit_on_a_majority_and_followers_apply_only_committed_entries
     sim.run_for(500)
     # Committed with the leader and one follower: a majority of 3.
     assert rafts(sim)[leader].high_watermark == rafts(sim)[leader].log.end_offset
-    applied = sim.nodes[followers[1]].role.listener.committed_entries
+    applied = sim.nodes[followers[1]].role.committed_entries()
     assert [e.record for e in applied[-5:]] == [rec(i) for i in range(5)]
     # The isolated follower has applied nothing new.
-    assert all(e.record not in [rec(i) for i in range(5)] for e in sim.nodes[followers[0]].role.listener.committed_entries)
+    assert all(e.record not in [rec(i) for i in range(5)] for e in sim.nodes[followers[0]].role.committed_entries())
     sim.network.heal()
     sim.run_for(3_000)  # its lost fetch is retried after controller.quorum.request.timeout.ms
-    assert [e.record for e in sim.nodes[followers[0]].role.listener.committed_entries[-5:]] == [rec(i) for i in range(5)]
+    assert [e.record for e in sim.nodes[followers[0]].role.committed_entries()[-5:]] == [rec(i) for i in range(5)]
     assert sim.violations == {}
 
 
@@ -79,7 +79,7 @@ def test_a_leader_crash_elects_a_new_leader_with_every_committed_entry():
     assert second not in (None, first)
     assert rafts(sim)[second].high_watermark >= committed
     assert [e.record for e in rafts(sim)[second].log.entries[:committed]] == [
-        e.record for e in sim.nodes[second].role.listener.committed_entries[:committed]
+        e.record for e in sim.nodes[second].role.committed_entries()[:committed]
     ]
     sim.start(first)
     sim.run_for(5_000)

@@ -3,8 +3,6 @@ partitions. With every switch on, no KRaft invariant of protocol-facts.md is vio
 faults heal a leader is elected within a bound; with `raft_fsync: false` some seed loses a committed
 entry (why-kafka-does-not-need-fsync.txt, "Why Raft needs fsyncs")."""
 
-import random
-
 import pytest
 
 from actors.runtime.sim.faults import heal_everything, schedule_faults

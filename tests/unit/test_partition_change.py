@@ -105,7 +105,7 @@ def test_the_metadata_invariants_catch_a_bad_shape_a_fenced_isr_member_and_an_ep
     from controller_quorum.metadata_invariants import MetadataInvariants
 
     img = MetadataImage(brokers=brokers(fenced=(3,)), partitions={("t", 0): part(isr=(1, 2), elr=(3,))}, offset=5)
-    checks = MetadataInvariants(lambda: img, lambda topic, i: ELR_ON, elr_enabled=True)
+    checks = MetadataInvariants(lambda: img, lambda topic, i, rf: ELR_ON, elr_enabled=True)
     assert set(checks.check()) == {"IsrElrShape"}  # ELR not empty while ISR >= MinISR
     img.partitions[("t", 0)] = part(isr=(1, 3), elr=())
     img.offset = 6

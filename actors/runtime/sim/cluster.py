@@ -16,7 +16,6 @@ from actors.runtime.network import LatencyModel
 from actors.settings import ClusterSettings
 from controller_quorum.metadata import MetadataImage
 from controller_quorum.metadata_invariants import MetadataInvariants
-from controller_quorum.partition_change import effective_min_isr
 from kraftlab.scenario.schema import LatencySpec, Scenario
 from storage.modes import CrashKind, StorageMode
 from workloads.cluster_view import UNKNOWN, BrokerState, PartitionState, QuorumState, ReplicaState
@@ -57,8 +56,7 @@ class SimClusterView:
         ctl = self._cluster.any_controller()
         out = {}
         for (topic, p), rec in sorted(img.partitions.items()):
-            policy = ctl.policy(topic, img) if ctl else None
-            min_isr = policy.min_isr if policy else 1
+            min_isr = ctl.policy(topic, img, len(rec.replicas)).min_isr if ctl else 1
             out[f"{topic}-{p}"] = PartitionState(
                 leader=rec.leader,
                 leader_epoch=rec.leader_epoch,
@@ -69,7 +67,7 @@ class SimClusterView:
                 last_known_elr=list(rec.last_known_elr),
                 hwm=UNKNOWN,  # the brokers' data plane arrives with issue 4
                 offline=rec.leader is None,
-                under_min_isr=len(rec.isr) < effective_min_isr(min_isr, len(rec.replicas)),
+                under_min_isr=len(rec.isr) < min_isr,
             )
         return out
 
@@ -143,7 +141,7 @@ class SimCluster:
             self.sim.start(name)
         self._view = SimClusterView(self)
         metadata_checks = MetadataInvariants(
-            self._view.image, lambda topic, img: self.any_controller().policy(topic, img), elr_enabled=self.settings.protocol.elr
+            self._view.image, lambda topic, img, rf: self.any_controller().policy(topic, img, rf), elr_enabled=self.settings.protocol.elr
         )
         self.sim.add_invariant_set(metadata_checks.check)
         self.bootstrap()
