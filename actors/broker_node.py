@@ -1,6 +1,6 @@
-"""The broker role (nodes b1..bN), control plane: it observes the metadata log, registers with the
-active controller, heartbeats, and takes part in controlled shutdown. The data plane (partition
-replicas) is issue 4.
+"""The broker role (nodes b1..bN): it observes the metadata log, registers with the active
+controller, heartbeats, takes part in controlled shutdown, and hosts partition replicas (the data
+plane lives in `actors.replication`).
 
 Lifecycle (replication-correctness.md §6.5.1; kafka-replication-deep-dive.txt, "Preferred leader
 and clean leader failover"):
@@ -14,15 +14,26 @@ and clean leader failover"):
 
 from __future__ import annotations
 
-from actors.contract import Envelope, Output, ShutdownRequested, StartContext, StopProcess
+from actors.contract import Envelope, FlushCompleted, Output, ShutdownRequested, StartContext, StopProcess
 from actors.controller_node import raft_config
+from actors.replication.messages import (
+    FetchRequest,
+    FetchResponse,
+    GetReplicaLogInfoRequest,
+    ListOffsetsRequest,
+    MetadataRequest,
+    ProduceRequest,
+)
+from actors.replication.replica_manager import ReplicaManager
 from actors.settings import ClusterSettings
 from controller_quorum.messages import LogEntry
-from controller_quorum.metadata import MetadataImage
+from controller_quorum.metadata import MetadataImage, PartitionRecord
+from controller_quorum.partition_change import topic_min_isr
 from controller_quorum.raft import RaftNode
 from controller_quorum.requests import (
     NOT_CONTROLLER,
     STALE_BROKER_EPOCH,
+    AlterPartitionResponse,
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
     BrokerRegistrationRequest,
@@ -33,14 +44,18 @@ REGISTRATION_RETRY_MS = 500
 
 
 class MetadataFollower:
-    """A broker's RaftListener: the image of the committed metadata log."""
+    """A broker's RaftListener: the image of the committed metadata log, and the partitions whose
+    records changed since the broker last looked (`changed`)."""
 
     def __init__(self) -> None:
         self.image = MetadataImage()
+        self.changed: dict[tuple[str, int], None] = {}
 
     def on_commit(self, entries: list[LogEntry], now_ms: float, out: Output) -> None:
         for e in entries:
             self.image.apply(e.offset, e.record)
+            if isinstance(e.record, PartitionRecord):
+                self.changed[(e.record.topic, e.record.partition)] = None
 
     def on_become_leader(self, epoch: int, now_ms: float, out: Output) -> None:
         raise AssertionError("a broker observes the metadata log; it never leads it")
@@ -65,20 +80,57 @@ class BrokerNode:
         self.controller: str | None = None
         self.next_request_ms: float | None = None
         self.request_in_flight = False
+        self.data_plane = ReplicaManager(self)
+        self.serving = False  # the data plane follows the metadata (see the module docstring)
+        c = settings.config
+        self.sync_flush = settings.storage.value == "fsync" or c.log_flush_interval_messages == 1
+
+    # --- ReplicaEnv -------------------------------------------------------------------------------
+
+    @property
+    def broker_epoch(self) -> int | None:
+        return self.epoch
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.metadata.image
+
+    def min_isr(self, topic: str, replication_factor: int) -> int:
+        return topic_min_isr(self.metadata.image, self.settings.config, topic, replication_factor)
+
+    def send_to_controller(self, payload: object, out: Output) -> None:
+        target = self._controller()
+        if target is not None:
+            out.send(Envelope(self.node_id, target, payload))
 
     def start(self, now_ms: float) -> Output:
         out = Output()
         ctx = self._ctx
         self.raft = RaftNode(ctx.node_id, self.settings.voters, raft_config(self.settings), dict(ctx.files), ctx.rng, self.metadata, out, now_ms)
         self.raft.start(now_ms, out)
+        self.data_plane.recover(dict(ctx.files), now_ms, out)
         self.next_request_ms = now_ms
         out.emit("broker_starting", previous_epoch=self.previous_epoch, clean=self.previous_epoch is not None)
         return self._finish(now_ms, out)
 
     def _finish(self, now_ms: float, out: Output) -> Output:
-        deadlines = [d for d in (self.raft.next_deadline(), self.next_request_ms) if d is not None]
+        self._follow_metadata(now_ms, out)
+        deadlines = [d for d in (self.raft.next_deadline(), self.next_request_ms, self.data_plane.next_deadline()) if d is not None]
         out.next_deadline_ms = min(deadlines) if deadlines else None
         return out
+
+    def _follow_metadata(self, now_ms: float, out: Output) -> None:
+        md = self.metadata
+        if not self.serving:
+            if self.epoch is None or md.image.offset <= self.epoch:
+                return
+            self.serving = True
+            md.changed = dict.fromkeys(sorted(md.image.partitions))
+            out.emit("data_plane_serving", epoch=self.epoch, metadata_offset=md.image.offset)
+        if md.changed:
+            changed, md.changed = md.changed, {}
+            for key in changed:
+                self.data_plane.apply_partition(md.image.partitions[key], now_ms, out)
 
     def _controller(self) -> str | None:
         """The active controller is the metadata log's leader, as the observer last learned it."""
@@ -107,9 +159,25 @@ class BrokerNode:
         elif isinstance(p, BrokerHeartbeatResponse):
             if self._on_heartbeat_response(envelope.src, p, now_ms, out):
                 return out  # stopped
+        elif isinstance(p, FetchRequest):
+            self.data_plane.on_fetch_request(envelope.src, p, now_ms, out)
+        elif isinstance(p, FetchResponse):
+            self.data_plane.on_fetch_response(envelope.src, p, now_ms, out)
+        elif isinstance(p, ProduceRequest):
+            self.data_plane.on_produce(envelope.src, p, now_ms, out)
+        elif isinstance(p, AlterPartitionResponse):
+            self.data_plane.on_alter_partition_response(p, now_ms, out)
+        elif isinstance(p, FlushCompleted):
+            self.data_plane.on_flush_completed(p, now_ms, out)
+        elif isinstance(p, ListOffsetsRequest):
+            self.data_plane.on_list_offsets(envelope.src, p, out)
+        elif isinstance(p, MetadataRequest):
+            self.data_plane.on_metadata_request(envelope.src, p, out)
+        elif isinstance(p, GetReplicaLogInfoRequest):
+            self.data_plane.on_replica_log_info(envelope.src, p, out)
         elif isinstance(p, ShutdownRequested):
             if self.epoch is None:
-                out.write(StopProcess(b""))
+                self._stop(b"", out)
                 return out
             self.want_shutdown = True
             out.emit("controlled_shutdown_requested", epoch=self.epoch)
@@ -144,15 +212,22 @@ class BrokerNode:
             self.fenced = resp.is_fenced
             out.emit("broker_fenced" if resp.is_fenced else "broker_unfenced", epoch=self.epoch)
         if self.want_shutdown and resp.should_shut_down:
-            out.write(StopProcess(str(self.epoch).encode()))
+            self._stop(str(self.epoch).encode(), out)
             return True
         if self.want_shutdown:
             self.next_request_ms = now_ms + min(250, self.settings.config.broker_heartbeat_interval_ms)
         return False
 
+    def _stop(self, marker: bytes, out: Output) -> None:
+        """A clean stop: checkpoint the HWMs, then flush everything and leave the marker."""
+        self.data_plane.checkpoint_hwms(out)
+        self.data_plane.stop_all(out)
+        out.write(StopProcess(marker))
+
     def tick(self, now_ms: float) -> Output:
         out = Output()
         self.raft.tick(now_ms, out)
+        self.data_plane.tick(now_ms, out)
         if self.next_request_ms is not None and now_ms >= self.next_request_ms:
             self._send_control_request(now_ms, out)
         return self._finish(now_ms, out)

@@ -33,7 +33,7 @@ from .metadata import (
     RegisterBrokerRecord,
     TopicRecord,
 )
-from .partition_change import ChangePolicy, change_partition, effective_min_isr
+from .partition_change import ChangePolicy, change_partition, topic_min_isr, topic_setting
 from .placement import PlacementError, assign_replicas
 from .raft import RaftNode
 from .requests import (
@@ -122,16 +122,11 @@ class Controller:
         """The rules for a partition of `topic` (dynamic config first, then the cluster's)."""
         image = image or self.working or self.committed
         cfg = self.settings.config
-        topic_cfg = image.topic_configs.get(topic, {})
-        cluster_cfg = image.cluster_config
-        min_isr = topic_cfg.get("min.insync.replicas", cluster_cfg.get("min.insync.replicas", cfg.min_insync_replicas))
-        unclean = topic_cfg.get(
-            "unclean.leader.election.enable", cluster_cfg.get("unclean.leader.election.enable", cfg.unclean_leader_election_enable)
-        )
+        unclean = topic_setting(image, cfg, topic, "unclean.leader.election.enable", "unclean_leader_election_enable")
         if replication_factor is None:
             replication_factor = next((len(p.replicas) for (t, _), p in image.partitions.items() if t == topic), 1)
         return ChangePolicy(
-            min_isr=effective_min_isr(min_isr, replication_factor),
+            min_isr=topic_min_isr(image, cfg, topic, replication_factor),
             elr_enabled=self.settings.protocol.elr,
             unclean_leader_election=bool(unclean),
             last_known_leader_only=cfg.unclean_recovery_strategy == "last_known_leader",

@@ -39,6 +39,18 @@ def effective_min_isr(min_insync_replicas: int, replication_factor: int) -> int:
     return min(min_insync_replicas, replication_factor)
 
 
+def topic_setting(image, defaults, topic: str, key: str, default_attr: str):
+    """A topic's setting: its dynamic topic config, else the dynamic cluster config, else the
+    static cluster config (`defaults`, a KafkaConfig)."""
+    topic_cfg = image.topic_configs.get(topic, {})
+    return topic_cfg.get(key, image.cluster_config.get(key, getattr(defaults, default_attr)))
+
+
+def topic_min_isr(image, defaults, topic: str, replication_factor: int) -> int:
+    """The effective MinISR of a topic's partitions: min(min.insync.replicas, RF)."""
+    return effective_min_isr(topic_setting(image, defaults, topic, "min.insync.replicas", "min_insync_replicas"), replication_factor)
+
+
 def change_partition(
     part: PartitionRecord,
     brokers: dict[int, BrokerRegistration],

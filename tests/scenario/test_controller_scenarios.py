@@ -214,6 +214,8 @@ def test_alter_partition_shrink_is_accepted_and_bumps_the_partition_epoch():
 def test_adding_a_replica_with_a_stale_broker_epoch_is_ineligible_unless_kip_903_is_off(switch, expected):
     cluster = alter_partition_world(broker_epoch_in_alter_partition=switch)
     img = cluster.view().image()
+    # b3 stops fetching from the leader (b1), so the real leader does not add it back itself.
+    cluster.sim.network.link("b3", "b1", drop=1.0)
     _, part = send_alter_partition(cluster, [(1, img.brokers[1].epoch), (2, img.brokers[2].epoch)])
     assert part.isr == (1, 2)
     stale = img.brokers[3].epoch - 1  # §6.5.1 case 3: the epoch of a session that has ended

@@ -114,12 +114,18 @@ def test_conditions_the_running_roles_cannot_answer_fail_as_unknown(tmp_path):
     assert "hwm: expected 0, got unknown" in summary["failures"][0]["detail"]
 
 
-def test_protocol_steps_fail_clearly_until_the_roles_exist(tmp_path):
-    path = write(tmp_path, "name: t\ntopics: [{name: t}]\nsteps:\n  - produce: {topic: t, count: 1}\n")
+def test_a_produced_record_is_acknowledged_and_consumed(tmp_path):
+    path = write(
+        tmp_path,
+        "name: t\ntopics: [{name: t}]\nsteps:\n"
+        "  - produce: {topic: t, values: [a, b], expect: acked}\n"
+        "  - consume: {topic: t, expect_values: [a, b]}\n"
+        "  - expect: {partition: t-0, hwm: 2}\n",
+    )
     result, _, summary = run(tmp_path, path)
-    assert result.exit_code == 1
-    assert summary["failures"][0]["kind"] == "produce"
-    assert "needs the brokers' data plane" in summary["failures"][0]["detail"]
+    assert result.exit_code == 0, summary["failures"]
+    assert summary["stats"]["acked"] == 2 and summary["stats"]["consumed"] == 2
+    assert summary["final"]["partitions"]["t-0"]["hwm"] == 2
 
 
 def test_an_expected_violation_that_does_not_happen_fails_the_run(tmp_path):

@@ -21,6 +21,7 @@ from storage.modes import CrashKind, StorageMode
 from workloads.cluster_view import UNKNOWN, BrokerState, PartitionState, QuorumState, ReplicaState
 from workloads.runtime_api import StepFailed
 
+from .clients import SimClients
 from .quorum_watch import watch_quorum
 from .simulator import SimConfig, Simulator
 from .trace import EventSink
@@ -65,14 +66,30 @@ class SimClusterView:
                 isr=list(rec.isr),
                 elr=list(rec.elr),
                 last_known_elr=list(rec.last_known_elr),
-                hwm=UNKNOWN,  # the brokers' data plane arrives with issue 4
+                hwm=self._leader_hwm(topic, p, rec),
                 offline=rec.leader is None,
                 under_min_isr=len(rec.isr) < min_isr,
             )
         return out
 
+    def _leader_hwm(self, topic: str, p: int, rec) -> Any:
+        if rec.leader is None:
+            return None
+        replica = self._cluster.replica_on(rec.leader, topic, p)
+        if replica is None or not replica.is_leader or replica.leader_epoch != rec.leader_epoch:
+            return UNKNOWN  # the leader has not taken over yet (or is down)
+        return replica.hwm
+
     def replica(self, partition: str, broker: int) -> ReplicaState | None:
-        return None  # issue 4
+        from kraftlab.scenario.schema import split_partition_ref
+
+        topic, p = split_partition_ref(partition)
+        replica = self._cluster.replica_on(broker, topic, p)
+        if replica is None:
+            return None
+        img = self.image()
+        rec = img.partitions.get((topic, p)) if img else None
+        return ReplicaState(leo=replica.leo, hwm=replica.hwm, in_sync=rec is not None and broker in rec.isr)
 
     def brokers(self) -> dict[int, BrokerState]:
         sim, img = self._cluster.sim, self.image()
@@ -102,11 +119,12 @@ class SimClusterView:
 
     def history(self) -> dict[str, Any]:
         ctl = self._cluster.most_advanced_controller()
+        counters = self._cluster.clients.counters() if self._cluster.clients else {}
         return {
-            "acked": 0,
-            "failed": 0,
-            "acked_lost": 0,
-            "consumed": 0,
+            "acked": counters.get("acked", 0),
+            "failed": counters.get("failed", 0),
+            "acked_lost": counters.get("acked_lost", 0),
+            "consumed": counters.get("consumed", 0),
             "elections_clean": ctl.elections["clean"] if ctl else UNKNOWN,
             "elections_unclean": ctl.elections["unclean"] if ctl else UNKNOWN,
             "quorum_elections": self._cluster.quorum_elections,
@@ -144,11 +162,37 @@ class SimCluster:
             self._view.image, lambda topic, img, rf: self.any_controller().policy(topic, img, rf), elr_enabled=self.settings.protocol.elr
         )
         self.sim.add_invariant_set(metadata_checks.check)
+        self.clients: SimClients | None = None
         self.bootstrap()
+        self.clients = SimClients(self)
 
     def _count(self, record) -> None:
         if record[2] == "raft_leader_elected":
             self.quorum_elections += 1
+
+    # --- the data plane as checks and conditions see it ------------------------------------------
+
+    def broker_role(self, broker: int):
+        node = self.sim.nodes.get(f"b{broker}")
+        return None if node is None else node.role
+
+    def replica_on(self, broker: int, topic: str, partition: int):
+        role = self.broker_role(broker)
+        return None if role is None else role.data_plane.replicas.get((topic, partition))
+
+    def partition_logs(self) -> dict[tuple[str, int], tuple[Any, list[Any]]]:
+        """Per partition: the current leader's log (None when offline or not yet taken over) and
+        the logs of every running replica."""
+        img = self._view.image()
+        out: dict[tuple[str, int], tuple[Any, list[Any]]] = {}
+        if img is None:
+            return out
+        for key, rec in img.partitions.items():
+            logs = [r.log for b in rec.replicas if (r := self.replica_on(b, *key)) is not None]
+            leader = self.replica_on(rec.leader, *key) if rec.leader is not None else None
+            ok = leader is not None and leader.is_leader and leader.leader_epoch == rec.leader_epoch
+            out[key] = (leader.log if ok else None, logs)
+        return out
 
     # --- bring-up -------------------------------------------------------------------------------
 
@@ -273,6 +317,12 @@ class SimCluster:
             config = dict(args.config)
             self.admin(lambda ctl, now, out: ctl.alter_config(args.topic, config, now, out))
             return
+        if kind == "produce":
+            return self.clients.produce(args)
+        if kind == "consume":
+            return self.clients.consume(args)
+        if kind == "load":
+            return self.clients.load(args, {t.name: t.partitions for t in self.scenario.topics})
         raise StepFailed(
             f"step `{kind}` needs the brokers' data plane or a controller feature this version does not have yet"
         )

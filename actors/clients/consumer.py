@@ -1,0 +1,170 @@
+"""The consumer client: reads committed records (below the leader's high watermark) of one
+partition from its current leader, in order, and records what it read.
+
+A read is `(offset, value, identity)` where identity is `(batch crc, position in batch, leader
+epoch)`, what `storage.partition_log.PartitionLog.identity_at` reports: the ConsistentRead check
+compares later logs against it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from actors.contract import Envelope, Output, StartContext
+from actors.replication.messages import (
+    CONSUMER,
+    FetchPartition,
+    FetchRequest,
+    FetchResponse,
+    MetadataRequest,
+    MetadataResponse,
+)
+from storage.codec import unpack
+
+POLL_BACKOFF_MS = 100  # fetch.max.wait-like pause when there was nothing new
+REQUEST_TIMEOUT_MS = 2_000
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumeCommand:
+    """Read `topic-partition` from `from_offset`: until `expect_count` records were read, or (with
+    no count) until caught up with the high watermark."""
+
+    command_id: int
+    topic: str
+    partition: int
+    from_offset: int
+    expect_count: int | None
+    follow: bool = False  # keep reading forever (background load)
+
+
+@dataclass
+class Reading:
+    command: ConsumeCommand
+    position: int
+    values: list[str] = field(default_factory=list)
+    done: bool = False
+    caught_up_at_hwm: int | None = None
+
+
+class ConsumerNode:
+    def __init__(self, ctx: StartContext, brokers: list[str]) -> None:
+        self.node_id = ctx.node_id
+        self.brokers = brokers
+        self.leaders: dict[tuple[str, int], int | None] = {}
+        self.readings: dict[int, Reading] = {}
+        # Everything read, per partition: offset -> (value, identity). Invariant: an offset once
+        # read keeps the identity it was read with here (a changed one is a ConsistentRead breach).
+        self.reads: dict[tuple[str, int], dict[int, tuple[str, tuple[int, int, int]]]] = {}
+        self.consumed = 0
+        self.next_request_id = 0
+        self.in_flight: dict[int, tuple[int, float]] = {}  # command -> (request id, sent at)
+        self.next_poll_ms: dict[int, float] = {}
+        self.metadata_request: tuple[int, float] | None = None
+        self.metadata_broker = 0
+
+    def start(self, now_ms: float) -> Output:
+        return Output()
+
+    def submit(self, cmd: ConsumeCommand, now_ms: float) -> Output:
+        out = Output()
+        self.readings[cmd.command_id] = Reading(cmd, cmd.from_offset)
+        self.next_poll_ms[cmd.command_id] = now_ms
+        self._poll(now_ms, out)
+        return self._finish(out)
+
+    def stop_following(self) -> None:
+        for r in self.readings.values():
+            r.done = True
+
+    def handle(self, env: Envelope, now_ms: float) -> Output:
+        out = Output()
+        p = env.payload
+        if isinstance(p, FetchResponse):
+            self._on_fetch(p, now_ms)
+        elif isinstance(p, MetadataResponse):
+            if self.metadata_request is not None and p.request_id == self.metadata_request[0]:
+                self.metadata_request = None
+                for pm in p.partitions:
+                    self.leaders[(pm.topic, pm.partition)] = pm.leader
+        self._poll(now_ms, out)
+        return self._finish(out)
+
+    def tick(self, now_ms: float) -> Output:
+        out = Output()
+        if self.metadata_request is not None and now_ms >= self.metadata_request[1] + REQUEST_TIMEOUT_MS:
+            self.metadata_request = None
+            self.metadata_broker += 1
+        for cid, (_, sent) in list(self.in_flight.items()):
+            if now_ms >= sent + REQUEST_TIMEOUT_MS:
+                del self.in_flight[cid]
+                self.leaders.pop((self.readings[cid].command.topic, self.readings[cid].command.partition), None)
+        self._poll(now_ms, out)
+        return self._finish(out)
+
+    def _finish(self, out: Output) -> Output:
+        deadlines = [sent + REQUEST_TIMEOUT_MS for _, sent in self.in_flight.values()]
+        deadlines += [t for cid, t in self.next_poll_ms.items() if not self.readings[cid].done and cid not in self.in_flight]
+        if self.metadata_request is not None:
+            deadlines.append(self.metadata_request[1] + REQUEST_TIMEOUT_MS)
+        out.next_deadline_ms = min(deadlines) if deadlines else None
+        return out
+
+    def _poll(self, now_ms: float, out: Output) -> None:
+        for cid, r in self.readings.items():
+            if r.done or cid in self.in_flight or self.next_poll_ms.get(cid, 0) > now_ms:
+                continue
+            key = (r.command.topic, r.command.partition)
+            leader = self.leaders.get(key)
+            if leader is None:
+                self._ask_metadata(now_ms, out)
+                self.next_poll_ms[cid] = now_ms + POLL_BACKOFF_MS
+                continue
+            self.next_request_id += 1
+            self.in_flight[cid] = (self.next_request_id, now_ms)
+            req = FetchRequest(self.next_request_id, CONSUMER, -1, 0, (FetchPartition(key[0], key[1], -1, r.position),))
+            out.send(Envelope(self.node_id, f"b{leader}", req))
+
+    def _ask_metadata(self, now_ms: float, out: Output) -> None:
+        if self.metadata_request is not None:
+            return
+        self.next_request_id += 1
+        self.metadata_request = (self.next_request_id, now_ms)
+        target = self.brokers[self.metadata_broker % len(self.brokers)]
+        self.metadata_broker += 1
+        out.send(Envelope(self.node_id, target, MetadataRequest(self.next_request_id)))
+
+    def _on_fetch(self, resp: FetchResponse, now_ms: float) -> None:
+        cid = next((c for c, (rid, _) in self.in_flight.items() if rid == resp.request_id), None)
+        if cid is None:
+            return
+        del self.in_flight[cid]
+        r = self.readings[cid]
+        (fp,) = resp.partitions
+        key = (fp.topic, fp.partition)
+        if fp.error is not None:
+            self.leaders.pop(key, None)
+            self.next_poll_ms[cid] = now_ms + POLL_BACKOFF_MS
+            return
+        got = 0
+        seen = self.reads.setdefault(key, {})
+        for b in fp.batches:
+            values = unpack(b.records)
+            for i, value in enumerate(values):
+                offset = b.base_offset + i
+                if offset < r.position:
+                    continue
+                if offset != r.position:
+                    break
+                seen[offset] = (value, (b.crc, i, b.leader_epoch))
+                r.values.append(value)
+                r.position += 1
+                got += 1
+        self.consumed += got
+        c = r.command
+        if c.expect_count is not None and len(r.values) >= c.expect_count and not c.follow:
+            r.done = True
+        elif c.expect_count is None and not c.follow and got == 0 and r.position >= fp.high_watermark:
+            r.done = True
+            r.caught_up_at_hwm = fp.high_watermark
+        self.next_poll_ms[cid] = now_ms if got else now_ms + POLL_BACKOFF_MS

@@ -1,0 +1,356 @@
+"""The producer client: acks 0/1/all, retries, idempotence, metadata refresh, timeouts.
+
+Records are strings; a batch's records are msgpack-encoded into its opaque payload (brokers never
+decode them). Per partition at most one batch is in flight (max.in.flight.requests = 1), so
+order is kept without idempotence too; records waiting meanwhile go together into the next batch.
+
+- A batch keeps its producer id and base sequence across retries, so an idempotent producer's retry
+  is recognised by the leader and answered with the original offset (KIP-98).
+- Retriable errors (not leader, epoch mismatches, NOT_ENOUGH_REPLICAS*, timeouts) are retried after
+  retry.backoff.ms, with a metadata refresh when leadership is in question, until the command's
+  delivery timeout; then the records fail.
+- acks=0: the records count as acknowledged when sent (Kafka completes them at once, offset -1).
+
+Every attempt and outcome is an event (`produce_sent`, `produce_acked`, `produce_failed`): the
+history the checks and reports read.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from actors.contract import Envelope, Output, StartContext
+from actors.replication.messages import (
+    NOT_ENOUGH_REPLICAS,
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    RETRIABLE,
+    MetadataRequest,
+    MetadataResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
+from storage.codec import pack
+from storage.partition_log import NO_PRODUCER, RecordBatch
+
+RETRY_BACKOFF_MS = 100  # retry.backoff.ms
+REQUEST_TIMEOUT_MS = 5_000  # an unanswered request is retried after this
+METADATA_TIMEOUT_MS = 1_000
+MAX_BATCH_RECORDS = 1_000
+
+ACKS = {"all": -1, -1: -1, 1: 1, 0: 0}
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceCommand:
+    """Produce `values` to one partition (a scenario `produce` step, or load)."""
+
+    command_id: int
+    topic: str
+    partition: int
+    values: tuple[str, ...]
+    acks: int  # -1, 0 or 1
+    idempotent: bool
+    timeout_ms: int
+
+
+@dataclass
+class CommandProgress:
+    command: ProduceCommand
+    acked: int = 0
+    failed: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def done(self) -> bool:
+        return self.acked + self.failed >= len(self.command.values)
+
+
+@dataclass
+class PendingRecord:
+    command_id: int
+    value: str
+    acks: int
+    idempotent: bool
+    deadline_ms: float
+
+
+@dataclass
+class InFlightBatch:
+    records: list[PendingRecord]
+    batch: RecordBatch
+    acks: int
+    attempts: int = 0
+    request_id: int = -1
+    sent_ms: float = 0.0
+    # None while an attempt awaits its answer; else the time the next attempt is due.
+    retry_at_ms: float | None = None
+    last_error: str | None = None
+
+
+@dataclass
+class LoadPlan:
+    """Open-loop load: `rate_per_s` records a second spread over `partitions` round-robin, from
+    `start_ms` until `until_ms` (None: forever), each `message_bytes` long."""
+
+    partitions: list[tuple[str, int]]
+    rate_per_s: float
+    message_bytes: int
+    acks: int
+    start_ms: float
+    until_ms: float | None
+    generated: int = 0
+    command_id: int = -1
+
+
+LOAD_TICK_MS = 10  # records due are queued every 10 ms (a linger.ms-like batching window)
+LOAD_DELIVERY_TIMEOUT_MS = 30_000
+
+
+@dataclass(frozen=True, slots=True)
+class AckedBatch:
+    """An acknowledged batch: where it went and what it held (for the loss checks)."""
+
+    topic: str
+    partition: int
+    base_offset: int
+    count: int
+    crc: int
+    acks: int
+
+
+class ProducerNode:
+    def __init__(self, ctx: StartContext, brokers: list[str], producer_id: int) -> None:
+        self.node_id = ctx.node_id
+        self.brokers = brokers
+        self.producer_id = producer_id
+        self.leaders: dict[tuple[str, int], tuple[int | None, int]] = {}
+        self.metadata_request: tuple[int, float] | None = None  # (request id, sent at)
+        self.metadata_wanted = True
+        self.metadata_broker = 0
+        self.queues: dict[tuple[str, int], deque[PendingRecord]] = {}
+        self.in_flight: dict[tuple[str, int], InFlightBatch] = {}
+        self.sequences: dict[tuple[str, int], int] = {}
+        self.commands: dict[int, CommandProgress] = {}
+        self.acked_batches: list[AckedBatch] = []
+        self.next_request_id = 0
+        self.acked = 0
+        self.failed = 0
+        self.latencies_ms: list[float] = []
+        self._now = 0.0
+        self.load: LoadPlan | None = None
+
+    # --- the role contract ------------------------------------------------------------------------
+
+    def start(self, now_ms: float) -> Output:
+        out = Output()
+        self._refresh_metadata(now_ms, out)
+        return self._finish(out)
+
+    def submit(self, cmd: ProduceCommand, now_ms: float) -> Output:
+        """A local call: queue a command's records."""
+        out = Output()
+        self.commands[cmd.command_id] = CommandProgress(cmd)
+        q = self.queues.setdefault((cmd.topic, cmd.partition), deque())
+        for v in cmd.values:
+            q.append(PendingRecord(cmd.command_id, v, cmd.acks, cmd.idempotent, now_ms + cmd.timeout_ms))
+        out.emit("produce_invoked", command=cmd.command_id, partition=f"{cmd.topic}-{cmd.partition}", count=len(cmd.values), acks=cmd.acks)
+        self._send_ready(now_ms, out)
+        return self._finish(out)
+
+    def start_load(self, partitions, rate_per_s: float, message_bytes: int, acks: int, now_ms: float, until_ms: float | None) -> Output:
+        """A local call: start open-loop load (the scenario `load` step)."""
+        out = Output()
+        self.load = LoadPlan(list(partitions), rate_per_s, message_bytes, acks, now_ms, until_ms, command_id=-1 - len(self.commands))
+        self.commands[self.load.command_id] = CommandProgress(ProduceCommand(self.load.command_id, "", 0, (), acks, False, LOAD_DELIVERY_TIMEOUT_MS))
+        out.emit("load_started", rate_per_s=rate_per_s, partitions=len(partitions), acks=acks)
+        self._generate(now_ms, out)
+        return self._finish(out)
+
+    def _generate(self, now_ms: float, out: Output) -> None:
+        plan = self.load
+        if plan is None:
+            return
+        end = now_ms if plan.until_ms is None else min(now_ms, plan.until_ms)
+        due = int((end - plan.start_ms) * plan.rate_per_s / 1000.0) + 1 - plan.generated
+        pad = "x" * max(0, plan.message_bytes - 16)
+        for _ in range(max(due, 0)):
+            n = plan.generated
+            plan.generated += 1
+            key = plan.partitions[n % len(plan.partitions)]
+            value = f"{self.producer_id}-{n}-{pad}"[: max(plan.message_bytes, 8)]
+            self.queues.setdefault(key, deque()).append(PendingRecord(plan.command_id, value, plan.acks, False, now_ms + LOAD_DELIVERY_TIMEOUT_MS))
+        if plan.until_ms is not None and now_ms >= plan.until_ms:
+            self.load = None
+            out.emit("load_finished", generated=plan.generated)
+
+    def handle(self, env: Envelope, now_ms: float) -> Output:
+        out = Output()
+        p = env.payload
+        if isinstance(p, ProduceResponse):
+            self._on_produce_response(p, now_ms, out)
+        elif isinstance(p, MetadataResponse):
+            self._on_metadata(p, now_ms, out)
+        self._send_ready(now_ms, out)
+        return self._finish(out)
+
+    def tick(self, now_ms: float) -> Output:
+        out = Output()
+        if self.metadata_request is not None and now_ms >= self.metadata_request[1] + METADATA_TIMEOUT_MS:
+            self.metadata_request = None
+            self.metadata_broker += 1
+            self.metadata_wanted = True
+        for key, b in list(self.in_flight.items()):
+            if b.retry_at_ms is None and now_ms >= b.sent_ms + REQUEST_TIMEOUT_MS:
+                self._retry_later(key, b, "REQUEST_TIMED_OUT", now_ms, out, refresh=True)
+        self._generate(now_ms, out)
+        self._expire(now_ms, out)
+        if self.metadata_wanted and self.metadata_request is None:
+            self._refresh_metadata(now_ms, out)
+        self._send_ready(now_ms, out)
+        return self._finish(out)
+
+    def _finish(self, out: Output) -> Output:
+        deadlines: list[float] = []
+        if self.metadata_request is not None:
+            deadlines.append(self.metadata_request[1] + METADATA_TIMEOUT_MS)
+        for b in self.in_flight.values():
+            deadlines.append(b.retry_at_ms if b.retry_at_ms is not None else b.sent_ms + REQUEST_TIMEOUT_MS)
+            deadlines.append(min(r.deadline_ms for r in b.records))
+        for q in self.queues.values():
+            if q:
+                deadlines.append(q[0].deadline_ms)
+                if self.metadata_wanted:
+                    deadlines.append(self._now + RETRY_BACKOFF_MS)
+        if self.load is not None:
+            deadlines.append(self._now + LOAD_TICK_MS)
+        out.next_deadline_ms = min(deadlines) if deadlines else None
+        return out
+
+    # --- metadata ---------------------------------------------------------------------------------
+
+    def _refresh_metadata(self, now_ms: float, out: Output) -> None:
+        self._now = now_ms
+        if self.metadata_request is not None:
+            return
+        self.next_request_id += 1
+        self.metadata_request = (self.next_request_id, now_ms)
+        target = self.brokers[self.metadata_broker % len(self.brokers)]
+        out.send(Envelope(self.node_id, target, MetadataRequest(self.next_request_id)))
+
+    def _on_metadata(self, resp: MetadataResponse, now_ms: float, out: Output) -> None:
+        if self.metadata_request is None or resp.request_id != self.metadata_request[0]:
+            return
+        self.metadata_request = None
+        self.metadata_wanted = False
+        for pm in resp.partitions:
+            self.leaders[(pm.topic, pm.partition)] = (pm.leader, pm.leader_epoch)
+        if any(self.leaders.get(k, (None, 0))[0] is None for k, q in self.queues.items() if q):
+            self.metadata_wanted = True  # some partition has no leader yet: ask again after a back-off
+            self.metadata_broker += 1
+
+    # --- sending ----------------------------------------------------------------------------------
+
+    def _send_ready(self, now_ms: float, out: Output) -> None:
+        """Send every batch that is due: a new one where none is in flight, or a retry."""
+        self._now = now_ms
+        for key, q in self.queues.items():
+            while True:
+                b = self.in_flight.get(key)
+                if b is None and q:
+                    b = self.in_flight[key] = self._new_batch(key, q, now_ms)
+                if b is None or b.retry_at_ms is None or now_ms < b.retry_at_ms:
+                    break
+                self._send(key, b, now_ms, out)
+                if key in self.in_flight:
+                    break  # waiting for its answer (acks=0 batches are done at once)
+        if self.metadata_wanted and self.metadata_request is None and any(self.queues.values()):
+            self._refresh_metadata(now_ms, out)
+
+    def _new_batch(self, key: tuple[str, int], q: deque[PendingRecord], now_ms: float) -> InFlightBatch:
+        first = q[0]
+        records = [q.popleft()]
+        while q and len(records) < MAX_BATCH_RECORDS and q[0].acks == first.acks and q[0].idempotent == first.idempotent:
+            records.append(q.popleft())
+        payload = pack([r.value for r in records])
+        if first.idempotent:
+            seq = self.sequences.get(key, 0)
+            self.sequences[key] = seq + len(records)
+            batch = RecordBatch.of(payload, len(records), self.producer_id, seq)
+        else:
+            batch = RecordBatch.of(payload, len(records), NO_PRODUCER, -1)
+        return InFlightBatch(records, batch, first.acks, retry_at_ms=now_ms)
+
+    def _send(self, key: tuple[str, int], b: InFlightBatch, now_ms: float, out: Output) -> None:
+        leader = self.leaders.get(key, (None, 0))[0]
+        if leader is None:
+            b.retry_at_ms = now_ms + RETRY_BACKOFF_MS
+            self.metadata_wanted = True
+            return
+        self.next_request_id += 1
+        b.request_id = self.next_request_id
+        b.attempts += 1
+        b.sent_ms = now_ms
+        b.retry_at_ms = None
+        topic, partition = key
+        timeout = max(1, int(min(r.deadline_ms for r in b.records) - now_ms))
+        out.send(Envelope(self.node_id, f"b{leader}", ProduceRequest(b.request_id, topic, partition, b.acks, timeout, b.batch)))
+        out.emit("produce_sent", partition=f"{topic}-{partition}", broker=leader, count=b.batch.count, attempt=b.attempts, crc=b.batch.crc)
+        if b.acks == 0:
+            del self.in_flight[key]
+            self._acked(key, b, -1, now_ms, out)
+
+    def _on_produce_response(self, resp: ProduceResponse, now_ms: float, out: Output) -> None:
+        key = (resp.topic, resp.partition)
+        b = self.in_flight.get(key)
+        if b is None or b.request_id != resp.request_id or b.retry_at_ms is not None:
+            return  # an answer to an attempt already given up on
+        if resp.error is None:
+            del self.in_flight[key]
+            self._acked(key, b, resp.base_offset, now_ms, out)
+        elif resp.error in RETRIABLE:
+            refresh = resp.error not in (NOT_ENOUGH_REPLICAS, NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+            self._retry_later(key, b, resp.error, now_ms, out, refresh=refresh)
+        else:
+            del self.in_flight[key]
+            self._failed(key, b.records, resp.error, out)
+
+    def _retry_later(self, key, b: InFlightBatch, error: str, now_ms: float, out: Output, *, refresh: bool) -> None:
+        b.last_error = error
+        b.retry_at_ms = now_ms + RETRY_BACKOFF_MS
+        out.emit("produce_retry", partition=f"{key[0]}-{key[1]}", error=error, attempt=b.attempts)
+        if refresh:
+            self.metadata_wanted = True
+
+    def _expire(self, now_ms: float, out: Output) -> None:
+        for key, b in list(self.in_flight.items()):
+            if min(r.deadline_ms for r in b.records) <= now_ms:
+                del self.in_flight[key]
+                self._failed(key, b.records, b.last_error or "DELIVERY_TIMEOUT", out)
+        for key, q in self.queues.items():
+            expired = [r for r in q if r.deadline_ms <= now_ms]
+            if expired:
+                kept = deque(r for r in q if r.deadline_ms > now_ms)
+                self.queues[key] = kept
+                self._failed(key, expired, "DELIVERY_TIMEOUT", out)
+
+    # --- outcomes ---------------------------------------------------------------------------------
+
+    def _acked(self, key, b: InFlightBatch, base_offset: int, now_ms: float, out: Output) -> None:
+        topic, partition = key
+        self.acked += len(b.records)
+        self.acked_batches.append(AckedBatch(topic, partition, base_offset, b.batch.count, b.batch.crc, b.acks))
+        for r in b.records:
+            self.commands[r.command_id].acked += 1
+        if b.attempts:
+            self.latencies_ms.append(now_ms - b.sent_ms)
+        out.emit("produce_acked", partition=f"{topic}-{partition}", base_offset=base_offset, count=b.batch.count, acks=b.acks, crc=b.batch.crc)
+
+    def _failed(self, key, records: list[PendingRecord], error: str, out: Output) -> None:
+        self.failed += len(records)
+        for r in records:
+            p = self.commands[r.command_id]
+            p.failed += 1
+            if error not in p.errors:
+                p.errors.append(error)
+        out.emit("produce_failed", partition=f"{key[0]}-{key[1]}", count=len(records), error=error)

@@ -1,0 +1,154 @@
+"""The data plane's requests and answers (Kafka's Produce, Fetch, ListOffsets, Metadata), and the
+controller's GetReplicaLogInfo (KIP-966 unclean recovery). Frozen dataclasses; record batches
+travel whole, never one record per message.
+
+A follower's fetch carries every partition it follows on that leader (one request per leader
+broker, as Kafka's fetcher threads do); a consumer's fetch uses `replica_id = CONSUMER`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from storage.partition_log import RecordBatch
+
+CONSUMER = -1  # replica id of a consumer's fetch (Kafka's -1)
+
+# errors (Kafka's names)
+NOT_LEADER_OR_FOLLOWER = "NOT_LEADER_OR_FOLLOWER"
+FENCED_LEADER_EPOCH = "FENCED_LEADER_EPOCH"
+UNKNOWN_LEADER_EPOCH = "UNKNOWN_LEADER_EPOCH"
+NOT_ENOUGH_REPLICAS = "NOT_ENOUGH_REPLICAS"
+NOT_ENOUGH_REPLICAS_AFTER_APPEND = "NOT_ENOUGH_REPLICAS_AFTER_APPEND"
+REQUEST_TIMED_OUT = "REQUEST_TIMED_OUT"
+OUT_OF_ORDER_SEQUENCE_NUMBER = "OUT_OF_ORDER_SEQUENCE_NUMBER"
+OFFSET_OUT_OF_RANGE = "OFFSET_OUT_OF_RANGE"
+OFFSET_NOT_AVAILABLE = "OFFSET_NOT_AVAILABLE"
+STALE_BROKER_EPOCH = "STALE_BROKER_EPOCH"
+UNKNOWN_TOPIC_OR_PARTITION = "UNKNOWN_TOPIC_OR_PARTITION"
+CORRUPT_MESSAGE = "CORRUPT_MESSAGE"
+
+RETRIABLE = frozenset(
+    {
+        NOT_LEADER_OR_FOLLOWER,
+        FENCED_LEADER_EPOCH,
+        UNKNOWN_LEADER_EPOCH,
+        NOT_ENOUGH_REPLICAS,
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        REQUEST_TIMED_OUT,
+        UNKNOWN_TOPIC_OR_PARTITION,
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceRequest:
+    request_id: int
+    topic: str
+    partition: int
+    acks: int  # -1 (all), 0 or 1
+    timeout_ms: int
+    batch: RecordBatch
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceResponse:
+    request_id: int
+    topic: str
+    partition: int
+    error: str | None
+    base_offset: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPartition:
+    topic: str
+    partition: int
+    current_leader_epoch: int
+    fetch_offset: int
+    # The epoch of the last batch the follower holds (-1: none, or leader_epoch_truncation off).
+    last_fetched_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequest:
+    request_id: int
+    replica_id: int  # the follower's broker id, or CONSUMER
+    broker_epoch: int  # the follower's broker epoch (KIP-903); -1 for consumers
+    max_wait_ms: int
+    partitions: tuple[FetchPartition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedPartition:
+    topic: str
+    partition: int
+    error: str | None
+    high_watermark: int = -1
+    log_end_offset: int = -1
+    # (epoch, end offset) when the follower's log diverges from the leader's (§6.6).
+    diverging_epoch: tuple[int, int] | None = None
+    batches: tuple[RecordBatch, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResponse:
+    request_id: int
+    partitions: tuple[FetchedPartition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ListOffsetsRequest:
+    request_id: int
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class ListOffsetsResponse:
+    request_id: int
+    topic: str
+    partition: int
+    error: str | None
+    offset: int = -1  # latest = the HWM, once the leader knows it is the true one (§6.4.2)
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataRequest:
+    request_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionMetadata:
+    topic: str
+    partition: int
+    leader: int | None
+    leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataResponse:
+    request_id: int
+    partitions: tuple[PartitionMetadata, ...]
+    brokers: tuple[int, ...]  # unfenced brokers the answering broker knows
+
+
+@dataclass(frozen=True, slots=True)
+class GetReplicaLogInfoRequest:
+    """The controller asks a broker for its replica's log end (KIP-966 balanced recovery)."""
+
+    request_id: int
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class GetReplicaLogInfoResponse:
+    request_id: int
+    broker_id: int
+    broker_epoch: int
+    topic: str
+    partition: int
+    error: str | None
+    last_epoch: int = -1
+    log_end_offset: int = -1

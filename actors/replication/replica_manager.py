@@ -1,0 +1,358 @@
+"""A broker's data plane: its partition replicas, the fetchers that replicate from leaders, and the
+requests clients and peers send it (Kafka's ReplicaManager and ReplicaFetcherManager).
+
+- Replicas follow the committed metadata (`apply_partition`): leader when the record names this
+  broker, follower otherwise, stopped and deleted when reassignment removed it.
+- One fetcher per leader broker carries every partition this broker follows there, with at most
+  one fetch in flight (Kafka's fetcher threads); its next fetch leaves as soon as the answer is
+  applied, after a flush when writes must be durable before they are confirmed (fsync storage).
+- The leader long-polls follower fetches (`replica.fetch.wait.max.ms`): a fetch with nothing to
+  return waits until a produce appends to one of its partitions, leadership moves, or the wait ends.
+- Timers: the ISR shrink check (every replica.lag.time.max.ms / 2, as Kafka), the HWM checkpoint
+  (every replica.high.watermark.checkpoint.interval.ms, 5 s), log.flush.interval.ms flushes,
+  produce and AlterPartition timeouts, fetch back-off and request timeouts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from actors.contract import Delete, Envelope, Flush, FlushCompleted, Output, Replace
+from controller_quorum.metadata import PartitionRecord
+from controller_quorum.requests import AlterPartitionResponse
+from storage.codec import pack, unpack
+from storage.partition_log import PartitionLog, partition_dirs, replica_dir
+
+from .messages import (
+    CONSUMER,
+    NOT_LEADER_OR_FOLLOWER,
+    UNKNOWN_TOPIC_OR_PARTITION,
+    FetchedPartition,
+    FetchRequest,
+    FetchResponse,
+    GetReplicaLogInfoRequest,
+    GetReplicaLogInfoResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    MetadataRequest,
+    MetadataResponse,
+    PartitionMetadata,
+    ProduceRequest,
+    ProduceResponse,
+)
+from .replica import MAX_FETCH_BATCHES, PartitionReplica
+
+if TYPE_CHECKING:
+    from .replica import ReplicaEnv
+
+HWM_CHECKPOINT_FILE = "replication-offset-checkpoint"
+HWM_CHECKPOINT_INTERVAL_MS = 5_000  # replica.high.watermark.checkpoint.interval.ms
+REPLICA_FETCH_BACKOFF_MS = 1_000  # replica.fetch.backoff.ms
+# A fetch unanswered this long after its wait is retried (a lost connection is noticed).
+FETCH_REQUEST_GRACE_MS = 2_000
+
+Key = tuple[str, int]
+
+
+@dataclass
+class Fetcher:
+    """Replicates the partitions this broker follows on one leader broker."""
+
+    leader: int
+    partitions: dict[Key, None] = field(default_factory=dict)  # ordered set
+    request_id: int = 0
+    sent_ms: float | None = None  # a fetch is in flight since then
+    next_fetch_ms: float | None = None  # back-off: no fetch before then
+
+
+@dataclass
+class ParkedFetch:
+    src: str
+    request: FetchRequest
+    deadline_ms: float
+
+
+class ReplicaManager:
+    def __init__(self, env: ReplicaEnv) -> None:
+        self.env = env
+        self.replicas: dict[Key, PartitionReplica] = {}
+        self.fetchers: dict[int, Fetcher] = {}
+        self.parked: list[ParkedFetch] = []
+        self.next_request_id = 0
+        self.checkpointed: dict[str, int] = {}
+        self.next_checkpoint_ms = 0.0
+        self.next_shrink_check_ms = 0.0
+        self.next_flush_ms: float | None = None
+
+    # --- start-up ------------------------------------------------------------------------------
+
+    def recover(self, files: dict[str, bytes], now_ms: float, out: Output) -> None:
+        """Load every replica's log as it survived (a torn tail is cut off) and the HWMs of the
+        last checkpoint."""
+        hwms = unpack(files[HWM_CHECKPOINT_FILE]) if files.get(HWM_CHECKPOINT_FILE) else {}
+        for topic, partition, directory in partition_dirs(files):
+            log = PartitionLog.recover(directory, files, out)
+            replica = PartitionReplica(self.env, topic, partition, log, hwms.get(f"{topic}-{partition}", 0))
+            self.replicas[(topic, partition)] = replica
+            out.emit("replica_recovered", partition=replica.name, leo=log.end_offset, hwm=replica.hwm, last_epoch=log.last_epoch)
+        self.checkpointed = {r.name: r.hwm for r in self.replicas.values()}
+        cfg = self.env.settings.config
+        self.next_checkpoint_ms = now_ms + HWM_CHECKPOINT_INTERVAL_MS
+        self.next_shrink_check_ms = now_ms + cfg.replica_lag_time_max_ms / 2
+        if cfg.log_flush_interval_ms is not None:
+            self.next_flush_ms = now_ms + cfg.log_flush_interval_ms
+
+    # --- following the metadata ------------------------------------------------------------------
+
+    def apply_partition(self, rec: PartitionRecord, now_ms: float, out: Output) -> None:
+        me = self.env.broker_id
+        key = (rec.topic, rec.partition)
+        replica = self.replicas.get(key)
+        if me not in rec.replicas:
+            if replica is not None:
+                self._remove_replica(key, replica, out)
+            return
+        if replica is None:
+            replica = self.replicas[key] = PartitionReplica(self.env, rec.topic, rec.partition, PartitionLog(replica_dir(*key)), 0)
+        if rec.leader_epoch < replica.leader_epoch:
+            return  # never act on older metadata
+        if rec.leader == me:
+            if replica.is_leader and replica.leader_epoch == rec.leader_epoch:
+                replica.on_partition_change(rec, now_ms, out)
+            else:
+                self._unfollow(key)
+                replica.become_leader(rec, now_ms, out)
+                self._complete_parked(key, now_ms, out)
+        elif replica.role == "follower" and replica.leader_epoch == rec.leader_epoch:
+            replica.on_partition_change(rec, now_ms, out)
+        else:
+            was_leader = replica.is_leader
+            self._unfollow(key)
+            replica.become_follower(rec, now_ms, out)
+            if was_leader:
+                self._complete_parked(key, now_ms, out)
+            if rec.leader is not None:
+                self._follow(key, rec.leader, now_ms, out)
+
+    def _remove_replica(self, key: Key, replica: PartitionReplica, out: Output) -> None:
+        self._unfollow(key)
+        replica.stop(out)
+        del self.replicas[key]
+        out.write(Delete(replica.log.log_path))
+        out.write(Delete(replica.log.epoch_path))
+        out.emit("replica_deleted", partition=replica.name)
+
+    def _unfollow(self, key: Key) -> None:
+        for f in self.fetchers.values():
+            f.partitions.pop(key, None)
+
+    def _follow(self, key: Key, leader: int, now_ms: float, out: Output) -> None:
+        f = self.fetchers.get(leader)
+        if f is None:
+            f = self.fetchers[leader] = Fetcher(leader)
+        f.partitions[key] = None
+        if f.sent_ms is None and (f.next_fetch_ms is None or f.next_fetch_ms <= now_ms):
+            self._send_fetch(f, now_ms, out)
+
+    # --- fetching from leaders -------------------------------------------------------------------
+
+    def _send_fetch(self, f: Fetcher, now_ms: float, out: Output) -> None:
+        positions = tuple(self.replicas[k].fetch_position() for k in f.partitions if k in self.replicas)
+        if not positions or self.env.broker_epoch is None:
+            f.sent_ms = None
+            return
+        self.next_request_id += 1
+        f.request_id = self.next_request_id
+        f.sent_ms = now_ms
+        f.next_fetch_ms = None
+        req = FetchRequest(f.request_id, self.env.broker_id, self.env.broker_epoch, self.env.settings.config.replica_fetch_wait_max_ms, positions)
+        # A fetch at offset x confirms everything below x: with fsync storage it leaves only once
+        # what it confirms is durable.
+        out.send(Envelope(self.env.node_id, f"b{f.leader}", req, after_flush=self.env.sync_flush))
+
+    def on_fetch_response(self, src: str, resp: FetchResponse, now_ms: float, out: Output) -> None:
+        f = self.fetchers.get(int(src[1:]))
+        if f is None or f.sent_ms is None or resp.request_id != f.request_id:
+            return  # an answer to a fetch we gave up on
+        f.sent_ms = None
+        failed = False
+        for fp in resp.partitions:
+            key = (fp.topic, fp.partition)
+            replica = self.replicas.get(key)
+            if key not in f.partitions or replica is None:
+                continue
+            replica.on_fetched(fp, now_ms, out)
+            if fp.error is not None and fp.diverging_epoch is None and fp.error != "OFFSET_OUT_OF_RANGE":
+                failed = True
+        if failed:
+            f.next_fetch_ms = now_ms + REPLICA_FETCH_BACKOFF_MS
+        elif f.partitions:
+            self._send_fetch(f, now_ms, out)
+
+    # --- requests from followers, clients and the controller -----------------------------------
+
+    def on_fetch_request(self, src: str, req: FetchRequest, now_ms: float, out: Output) -> None:
+        if req.replica_id == CONSUMER:
+            out.send(Envelope(self.env.node_id, src, self._consumer_fetch(req)))
+            return
+        answers: list[FetchedPartition | None] = []
+        for fp in req.partitions:
+            replica = self.replicas.get((fp.topic, fp.partition))
+            if replica is None:
+                answers.append(FetchedPartition(fp.topic, fp.partition, NOT_LEADER_OR_FOLLOWER))
+            else:
+                answers.append(replica.on_follower_fetch(fp, req.replica_id, req.broker_epoch, now_ms, out))
+        if any(a is not None for a in answers) or req.max_wait_ms <= 0:
+            parts = tuple(a if a is not None else self.replicas[(fp.topic, fp.partition)].read_for_follower(fp) for a, fp in zip(answers, req.partitions))
+            out.send(Envelope(self.env.node_id, src, FetchResponse(req.request_id, parts)))
+        else:
+            self.parked.append(ParkedFetch(src, req, now_ms + req.max_wait_ms))
+
+    def _answer_parked(self, p: ParkedFetch, out: Output) -> None:
+        parts = []
+        for fp in p.request.partitions:
+            replica = self.replicas.get((fp.topic, fp.partition))
+            parts.append(replica.read_for_follower(fp) if replica else FetchedPartition(fp.topic, fp.partition, NOT_LEADER_OR_FOLLOWER))
+        out.send(Envelope(self.env.node_id, p.src, FetchResponse(p.request.request_id, tuple(parts))))
+
+    def _complete_parked(self, key: Key, now_ms: float, out: Output) -> None:
+        """Answer the parked fetches that now have something for partition `key`."""
+        if not self.parked:
+            return
+        replica = self.replicas.get(key)
+        keep = []
+        for p in self.parked:
+            ready = any(
+                (fp.topic, fp.partition) == key and (replica is None or replica.has_data_for(fp)) for fp in p.request.partitions
+            )
+            if ready:
+                self._answer_parked(p, out)
+            else:
+                keep.append(p)
+        self.parked = keep
+
+    def _consumer_fetch(self, req: FetchRequest) -> FetchResponse:
+        parts = []
+        for fp in req.partitions:
+            replica = self.replicas.get((fp.topic, fp.partition))
+            if replica is None or not replica.is_leader:
+                parts.append(FetchedPartition(fp.topic, fp.partition, NOT_LEADER_OR_FOLLOWER))
+                continue
+            # Consumers read committed records only: whole batches below the leader's HWM.
+            batches = replica.log.read_range(fp.fetch_offset, replica.hwm, MAX_FETCH_BATCHES)
+            parts.append(FetchedPartition(fp.topic, fp.partition, None, replica.hwm, replica.log.end_offset, batches=batches))
+        return FetchResponse(req.request_id, tuple(parts))
+
+    def on_produce(self, src: str, req: ProduceRequest, now_ms: float, out: Output) -> None:
+        key = (req.topic, req.partition)
+        replica = self.replicas.get(key)
+        if replica is None:
+            if req.acks != 0:
+                out.send(Envelope(self.env.node_id, src, ProduceResponse(req.request_id, req.topic, req.partition, NOT_LEADER_OR_FOLLOWER)))
+            return
+        before = replica.log.end_offset
+        replica.on_produce(src, req, now_ms, out)
+        if replica.log.end_offset > before:
+            self._complete_parked(key, now_ms, out)
+
+    def on_list_offsets(self, src: str, req: ListOffsetsRequest, out: Output) -> None:
+        replica = self.replicas.get((req.topic, req.partition))
+        if replica is None:
+            resp = ListOffsetsResponse(req.request_id, req.topic, req.partition, NOT_LEADER_OR_FOLLOWER)
+        else:
+            resp = replica.list_offsets_latest(req.request_id, out)
+        out.send(Envelope(self.env.node_id, src, resp))
+
+    def on_metadata_request(self, src: str, req: MetadataRequest, out: Output) -> None:
+        img = self.env.image
+        parts = tuple(PartitionMetadata(t, p, rec.leader, rec.leader_epoch) for (t, p), rec in sorted(img.partitions.items()))
+        brokers = tuple(sorted(b for b, reg in img.brokers.items() if not reg.fenced))
+        out.send(Envelope(self.env.node_id, src, MetadataResponse(req.request_id, parts, brokers)))
+
+    def on_replica_log_info(self, src: str, req: GetReplicaLogInfoRequest, out: Output) -> None:
+        replica = self.replicas.get((req.topic, req.partition))
+        epoch = self.env.broker_epoch if self.env.broker_epoch is not None else -1
+        if replica is None:
+            resp = GetReplicaLogInfoResponse(req.request_id, self.env.broker_id, epoch, req.topic, req.partition, UNKNOWN_TOPIC_OR_PARTITION)
+        else:
+            last_epoch, leo = replica.log_info()
+            resp = GetReplicaLogInfoResponse(req.request_id, self.env.broker_id, epoch, req.topic, req.partition, None, last_epoch, leo)
+        out.send(Envelope(self.env.node_id, src, resp))
+
+    def on_alter_partition_response(self, resp: AlterPartitionResponse, now_ms: float, out: Output) -> None:
+        replica = self.replicas.get((resp.topic, resp.partition))
+        if replica is not None:
+            replica.on_alter_partition_response(resp, now_ms, out)
+
+    def on_flush_completed(self, done: FlushCompleted, now_ms: float, out: Output) -> bool:
+        token = done.token
+        if not (isinstance(token, tuple) and token and token[0] == "log"):
+            return False
+        _, topic, partition, end = token
+        replica = self.replicas.get((topic, partition))
+        if replica is not None:
+            replica.on_flushed(end, now_ms, out)
+        return True
+
+    # --- timers --------------------------------------------------------------------------------
+
+    def next_deadline(self) -> float | None:
+        deadlines = [self.next_checkpoint_ms]
+        if any(r.is_leader for r in self.replicas.values()):
+            deadlines.append(self.next_shrink_check_ms)
+        if self.next_flush_ms is not None:
+            deadlines.append(self.next_flush_ms)
+        for p in self.parked:
+            deadlines.append(p.deadline_ms)
+        grace = self.env.settings.config.replica_fetch_wait_max_ms + FETCH_REQUEST_GRACE_MS
+        for f in self.fetchers.values():
+            if f.sent_ms is not None:
+                deadlines.append(f.sent_ms + grace)
+            elif f.partitions and f.next_fetch_ms is not None:
+                deadlines.append(f.next_fetch_ms)
+        for r in self.replicas.values():
+            d = r.next_deadline()
+            if d is not None:
+                deadlines.append(d)
+        return min(deadlines)
+
+    def tick(self, now_ms: float, out: Output) -> None:
+        cfg = self.env.settings.config
+        if self.parked:
+            due = [p for p in self.parked if p.deadline_ms <= now_ms]
+            if due:
+                self.parked = [p for p in self.parked if p.deadline_ms > now_ms]
+                for p in due:
+                    self._answer_parked(p, out)
+        grace = cfg.replica_fetch_wait_max_ms + FETCH_REQUEST_GRACE_MS
+        for f in self.fetchers.values():
+            if f.sent_ms is not None and now_ms >= f.sent_ms + grace:
+                f.sent_ms = None  # no answer: the request or its response was lost
+            if f.sent_ms is None and f.partitions and (f.next_fetch_ms is None or f.next_fetch_ms <= now_ms):
+                self._send_fetch(f, now_ms, out)
+        for r in self.replicas.values():
+            r.tick(now_ms, out)
+        if now_ms >= self.next_shrink_check_ms:
+            self.next_shrink_check_ms = now_ms + cfg.replica_lag_time_max_ms / 2
+            for r in self.replicas.values():
+                r.maybe_shrink_isr(now_ms, out)
+        if self.next_flush_ms is not None and now_ms >= self.next_flush_ms:
+            self.next_flush_ms = now_ms + cfg.log_flush_interval_ms
+            out.write(Flush())
+        if now_ms >= self.next_checkpoint_ms:
+            self.next_checkpoint_ms = now_ms + HWM_CHECKPOINT_INTERVAL_MS
+            self.checkpoint_hwms(out)
+
+    def checkpoint_hwms(self, out: Output) -> None:
+        """Write every replica's local HWM (Kafka's replication-offset-checkpoint) if any moved."""
+        current = {r.name: r.hwm for r in self.replicas.values()}
+        if current != self.checkpointed:
+            self.checkpointed = current
+            out.write(Replace(HWM_CHECKPOINT_FILE, pack(current)))
+
+    def stop_all(self, out: Output) -> None:
+        for r in self.replicas.values():
+            r.stop(out)
+        self.fetchers.clear()
+        self.parked.clear()

@@ -1,0 +1,148 @@
+"""The scenario's clients in the simulator: the `produce`, `consume` and `load` steps, and the
+history counters they feed (acked, failed, acked_lost, consumed).
+
+Each client is a node on a host of its own (clients never crash in scenarios); steps hand it a
+command through a local call and let virtual time run until the command is done.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from actors.clients.consumer import ConsumeCommand, ConsumerNode
+from actors.clients.producer import ACKS, ProduceCommand, ProducerNode
+from storage.modes import StorageMode
+from workloads.runtime_api import StepFailed
+
+if TYPE_CHECKING:
+    from .cluster import SimCluster
+
+PRODUCER = "producer"
+CONSUMER = "consumer"
+# How long past a produce step's own timeout the step waits for the last answers.
+SETTLE_MS = 1_000
+
+
+class SimClients:
+    def __init__(self, cluster: SimCluster) -> None:
+        self.cluster = cluster
+        self.brokers = [f"b{i}" for i in range(1, cluster.settings.brokers + 1)]
+        self.producers: list[str] = []
+        self.consumers: list[str] = []
+        self.next_command = 0
+        self._add_producer(PRODUCER)
+        self._add_consumer(CONSUMER)
+
+    # --- nodes ------------------------------------------------------------------------------------
+
+    def _add_node(self, name: str, factory) -> None:
+        sim = self.cluster.sim
+        sim.add_host(name, StorageMode.PAGE_CACHE)
+        sim.add_node(name, name, factory)
+
+    def _add_producer(self, name: str) -> None:
+        producer_id = 1_000 + len(self.producers)
+        self._add_node(name, lambda ctx: ProducerNode(ctx, self.brokers, producer_id))
+        self.producers.append(name)
+
+    def _add_consumer(self, name: str) -> None:
+        self._add_node(name, lambda ctx: ConsumerNode(ctx, self.brokers))
+        self.consumers.append(name)
+
+    def role(self, name: str) -> Any:
+        return self.cluster.sim.nodes[name].role
+
+    # --- steps ----------------------------------------------------------------------------------
+
+    def produce(self, args) -> None:
+        self.next_command += 1
+        cid = self.next_command
+        values = tuple(args.values) if args.values is not None else tuple(f"m{cid}-{i}" for i in range(args.count))
+        cmd = ProduceCommand(cid, args.topic, args.partition, values, ACKS[args.acks], args.idempotent, args.timeout_ms)
+        sim = self.cluster.sim
+        sim.invoke(PRODUCER, lambda role, now: role.submit(cmd, now))
+        producer = self.role(PRODUCER)
+        progress = producer.commands[cid]
+        if not sim.run_for(args.timeout_ms + SETTLE_MS, stop=lambda: progress.done):
+            raise StepFailed(f"produce: {len(values) - progress.acked - progress.failed} records had no outcome after {args.timeout_ms} ms")
+        self.cluster.record("produce_done", command=cid, acked=progress.acked, failed=progress.failed, errors=progress.errors)
+        if args.expect == "acked" and progress.failed:
+            raise StepFailed(f"produce: expected every record acknowledged, {progress.failed} of {len(values)} failed ({', '.join(progress.errors)})")
+        if args.expect == "failed" and progress.acked:
+            raise StepFailed(f"produce: expected every record to fail, {progress.acked} of {len(values)} were acknowledged")
+
+    def consume(self, args) -> None:
+        self.next_command += 1
+        cid = self.next_command
+        cmd = ConsumeCommand(cid, args.topic, args.partition, args.from_offset, args.expect_count)
+        sim = self.cluster.sim
+        sim.invoke(CONSUMER, lambda role, now: role.submit(cmd, now))
+        reading = self.role(CONSUMER).readings[cid]
+        sim.run_for(args.timeout_ms, stop=lambda: reading.done)
+        reading.done = True  # stop polling
+        got = reading.values
+        self.cluster.record("consume_done", command=cid, count=len(got))
+        if args.expect_count is not None and len(got) != args.expect_count:
+            raise StepFailed(f"consume: expected {args.expect_count} committed records from offset {args.from_offset}, read {len(got)}")
+        if args.expect_values is not None and got != list(args.expect_values):
+            raise StepFailed(f"consume: expected values {args.expect_values}, read {got}")
+
+    def load(self, args, topics: dict[str, int]) -> None:
+        """Start background load: open-loop producers and following consumers."""
+        names = args.topics or sorted(topics)
+        partitions = [(t, p) for t in names for p in range(topics[t])]
+        sim = self.cluster.sim
+        until = None if args.duration_ms is None else sim.now_ms + args.duration_ms
+        for i in range(args.producers):
+            name = f"load-producer-{len(self.producers)}"
+            self._add_producer(name)
+            rate = args.rate_per_s / args.producers
+            sim.invoke(name, lambda role, now: role.start_load(partitions, rate, args.message_bytes, ACKS[args.acks], now, until))
+        for i in range(args.consumers):
+            name = f"load-consumer-{len(self.consumers)}"
+            self._add_consumer(name)
+            for t, p in partitions:
+                self.next_command += 1
+                cmd = ConsumeCommand(self.next_command, t, p, 0, None, follow=True)
+                sim.invoke(name, lambda role, now, cmd=cmd: role.submit(cmd, now))
+        self.cluster.record("load_started", producers=args.producers, consumers=args.consumers, rate_per_s=args.rate_per_s, partitions=len(partitions))
+
+    # --- history --------------------------------------------------------------------------------
+
+    def acked_batches(self):
+        for name in self.producers:
+            role = self.role(name)
+            if role is not None:
+                yield from role.acked_batches
+
+    def counters(self) -> dict[str, int]:
+        acked = failed = consumed = 0
+        for name in self.producers:
+            role = self.role(name)
+            if role is not None:
+                acked += role.acked
+                failed += role.failed
+        for name in self.consumers:
+            role = self.role(name)
+            if role is not None:
+                consumed += role.consumed
+        return {"acked": acked, "failed": failed, "consumed": consumed, "acked_lost": self.acked_lost()}
+
+    def acked_lost(self) -> int:
+        """Acknowledged acks=all records missing from the partition's log now: the current
+        leader's, or, while the partition is offline, every running replica's."""
+        lost = 0
+        logs = self.cluster.partition_logs()
+        for b in self.acked_batches():
+            if b.acks != -1:
+                continue
+            leader_log, replica_logs = logs.get((b.topic, b.partition), (None, []))
+            candidates = [leader_log] if leader_log is not None else replica_logs
+            if not any(_holds(log, b) for log in candidates):
+                lost += b.count
+        return lost
+
+
+def _holds(log, b) -> bool:
+    ident = log.identity_at(b.base_offset)
+    return ident is not None and ident[0] == b.crc and ident[1] == 0 and log.end_offset >= b.base_offset + b.count

@@ -1,0 +1,285 @@
+"""One partition replica's log: record batches, the leader-epoch cache, and their files.
+
+Pure: the log changes in memory and describes the file writes that mirror it as storage operations
+(`actors.contract.Append`, `Truncate`, `Replace`) added to an `Output`; a driver carries them out.
+Recovery takes the files that survived a crash and rebuilds the log from them.
+
+Files, under the replica's directory `partitions/<topic>-<partition>/`:
+- `log`: one frame per batch (`storage.codec.frame`: length, CRC, body), in offset order;
+- `leader-epoch-checkpoint`: the epoch cache, rewritten atomically when it changes.
+
+Record batches are opaque to the broker (DESIGN.md): a header (base offset, count, leader epoch,
+producer id and base sequence, CRC of the records) and the client's encoded records.
+
+Offsets are 0-based and the log end offset (LEO) is exclusive: LEO=3 means offsets 0..2 exist.
+Invariant: `batches` are contiguous (each batch's base offset is the previous batch's next offset)
+and their leader epochs never decrease; `epochs` is the epoch cache: (epoch, start offset) pairs
+with strictly increasing epochs and non-decreasing start offsets, every start offset <= LEO.
+"""
+
+from __future__ import annotations
+
+import zlib
+from bisect import bisect_right
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from actors.contract import Append, Output, Replace, Truncate
+
+from .codec import frame, pack, read_frames, unpack
+
+LOG_FILE = "log"
+EPOCH_FILE = "leader-epoch-checkpoint"
+PARTITIONS_DIR = "partitions"
+
+NO_PRODUCER = -1
+
+
+@dataclass(frozen=True, slots=True)
+class RecordBatch:
+    """A batch as the leader appended it. Clients send it with `base_offset` 0 and `leader_epoch`
+    -1; the leader stamps both (Kafka assigns offsets on append)."""
+
+    base_offset: int
+    count: int
+    leader_epoch: int
+    producer_id: int
+    base_sequence: int
+    crc: int  # crc32 of `records`: what identifies a batch's content in checks
+    records: bytes
+
+    @classmethod
+    def of(cls, records: bytes, count: int, producer_id: int = NO_PRODUCER, base_sequence: int = -1) -> RecordBatch:
+        return cls(0, count, -1, producer_id, base_sequence, zlib.crc32(records), records)
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.count
+
+    @property
+    def last_sequence(self) -> int:
+        return self.base_sequence + self.count - 1
+
+    def stamped(self, base_offset: int, leader_epoch: int) -> RecordBatch:
+        return replace(self, base_offset=base_offset, leader_epoch=leader_epoch)
+
+    def valid(self) -> bool:
+        return zlib.crc32(self.records) == self.crc
+
+    def encode(self) -> bytes:
+        return pack([self.base_offset, self.count, self.leader_epoch, self.producer_id, self.base_sequence, self.crc, self.records])
+
+    @classmethod
+    def decode(cls, body: bytes) -> RecordBatch:
+        base, count, epoch, pid, seq, crc, records = unpack(body)
+        return cls(base, count, epoch, pid, seq, crc, records)
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerEntry:
+    """The last batch a producer appended (idempotence: the leader deduplicates retries)."""
+
+    last_sequence: int
+    base_sequence: int
+    base_offset: int
+
+
+def replica_dir(topic: str, partition: int) -> str:
+    return f"{PARTITIONS_DIR}/{topic}-{partition}"
+
+
+class PartitionLog:
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        self.batches: list[RecordBatch] = []
+        self._bases: list[int] = []  # base offset of each batch (for bisect)
+        self._positions: list[int] = []  # byte position of each batch's frame in the log file
+        self._file_size = 0
+        self.end_offset = 0  # LEO
+        self.epochs: list[tuple[int, int]] = []  # the epoch cache
+        self.producers: dict[int, ProducerEntry] = {}
+        # Bumped by every truncation: a prefix checked at one version stays valid until it changes.
+        self.version = 0
+
+    @property
+    def log_path(self) -> str:
+        return f"{self.directory}/{LOG_FILE}"
+
+    @property
+    def epoch_path(self) -> str:
+        return f"{self.directory}/{EPOCH_FILE}"
+
+    # --- reading -------------------------------------------------------------------------------
+
+    @property
+    def last_epoch(self) -> int:
+        """The latest epoch in the cache (-1 for an empty cache)."""
+        return self.epochs[-1][0] if self.epochs else -1
+
+    def batch_index(self, offset: int) -> int:
+        """Index of the batch holding `offset` (offset must be below the LEO)."""
+        return bisect_right(self._bases, offset) - 1
+
+    def read_from(self, offset: int, max_batches: int) -> tuple[RecordBatch, ...]:
+        """Batches holding offsets >= `offset` (from the one containing it), at most `max_batches`."""
+        if offset >= self.end_offset:
+            return ()
+        i = max(self.batch_index(offset), 0)
+        return tuple(self.batches[i : i + max_batches])
+
+    def read_range(self, offset: int, end: int, max_batches: int) -> tuple[RecordBatch, ...]:
+        """Whole batches starting in [offset's batch, end) (a consumer reads below the HWM)."""
+        out = []
+        for b in self.read_from(offset, max_batches):
+            if b.next_offset > end:
+                break
+            out.append(b)
+        return tuple(out)
+
+    def identity_at(self, offset: int) -> tuple[int, int, int] | None:
+        """What is stored at `offset`: (crc, position in batch, leader epoch), or None past the LEO."""
+        if offset >= self.end_offset or offset < 0:
+            return None
+        b = self.batches[self.batch_index(offset)]
+        return (b.crc, offset - b.base_offset, b.leader_epoch)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(largest epoch <= `epoch` in the cache, the offset where it ends): the start of the next
+        epoch, or the LEO for the latest. (-1, -1) when every cached epoch is greater (Kafka's
+        OffsetsForLeaderEpoch answer, replication-correctness.md §6.6)."""
+        found = -1
+        for i, (e, _start) in enumerate(self.epochs):
+            if e > epoch:
+                if found < 0:
+                    return (-1, -1)
+                return (self.epochs[i - 1][0], self.epochs[i][1])
+            found = i
+        if found < 0:
+            return (-1, -1)
+        return (self.epochs[found][0], self.end_offset)
+
+    # --- writing -------------------------------------------------------------------------------
+
+    def append(self, batch: RecordBatch, out: Output) -> None:
+        assert batch.base_offset == self.end_offset, f"{self.directory}: batch at {batch.base_offset}, LEO {self.end_offset}"
+        assert batch.leader_epoch >= self.last_epoch, f"{self.directory}: batch epoch {batch.leader_epoch} < {self.last_epoch}"
+        self._add(batch)
+        data = frame(batch.encode())
+        self._positions.append(self._file_size)
+        self._file_size += len(data)
+        out.write(Append(self.log_path, data))
+        if batch.leader_epoch > self.last_epoch:
+            self._assign_epoch(batch.leader_epoch, batch.base_offset, out)
+
+    def _add(self, batch: RecordBatch) -> None:
+        self.batches.append(batch)
+        self._bases.append(batch.base_offset)
+        self.end_offset = batch.next_offset
+        if batch.producer_id != NO_PRODUCER:
+            self.producers[batch.producer_id] = ProducerEntry(batch.last_sequence, batch.base_sequence, batch.base_offset)
+
+    def assign_epoch(self, epoch: int, start_offset: int, out: Output) -> None:
+        """A new leader records where its epoch starts (its LESO) before appending anything."""
+        if epoch > self.last_epoch:
+            self._assign_epoch(epoch, start_offset, out)
+
+    def _assign_epoch(self, epoch: int, start_offset: int, out: Output) -> None:
+        self.epochs.append((epoch, start_offset))
+        out.write(Replace(self.epoch_path, pack(self.epochs)))
+
+    def truncate_to(self, offset: int, out: Output) -> int:
+        """Remove every batch holding an offset >= `offset` (a batch is never split: the LEO may
+        end below `offset`); returns the new LEO."""
+        if offset >= self.end_offset:
+            return self.end_offset
+        i = self.batch_index(max(offset, 0))  # the batch holding `offset` goes too, whole
+        position = self._positions[i]
+        del self.batches[i:], self._bases[i:], self._positions[i:]
+        self._file_size = position
+        self.end_offset = self.batches[-1].next_offset if self.batches else 0
+        self.version += 1
+        out.write(Truncate(self.log_path, position))
+        kept = [(e, s) for e, s in self.epochs if s < self.end_offset]
+        if kept != self.epochs:
+            self.epochs = kept
+            out.write(Replace(self.epoch_path, pack(self.epochs)))
+        self._rebuild_producers()
+        return self.end_offset
+
+    def _rebuild_producers(self) -> None:
+        self.producers = {}
+        for b in self.batches:
+            if b.producer_id != NO_PRODUCER:
+                self.producers[b.producer_id] = ProducerEntry(b.last_sequence, b.base_sequence, b.base_offset)
+
+    def delete_all(self, out: Output) -> None:
+        """Empty the log (a replica removed by reassignment, or one that must start over)."""
+        self.truncate_to(0, out)
+        self.epochs = []
+        out.write(Replace(self.epoch_path, pack(self.epochs)))
+
+    # --- recovery ------------------------------------------------------------------------------
+
+    @classmethod
+    def recover(cls, directory: str, files: Mapping[str, bytes], out: Output) -> PartitionLog:
+        """The log as its files survived. A torn or corrupt tail (CRC) and anything after a gap are
+        cut off; the epoch cache keeps only entries that start at or below the recovered LEO and
+        gains any epoch the batches show (Kafka truncates the cache to the log end on load)."""
+        log = cls(directory)
+        data = files.get(log.log_path, b"")
+        bodies, valid = read_frames(data)
+        position = 0
+        for body in bodies:
+            batch = RecordBatch.decode(body)
+            if batch.base_offset != log.end_offset or not batch.valid() or batch.leader_epoch < log.last_epoch_of_batches():
+                break
+            log._add(batch)
+            log._positions.append(position)
+            position += len(frame(body))
+        log._file_size = position
+        if position < len(data):
+            out.write(Truncate(log.log_path, position))
+        cached = [tuple(p) for p in unpack(files[log.epoch_path])] if files.get(log.epoch_path) else []
+        epochs: list[tuple[int, int]] = []
+        for epoch, start in cached:
+            if start <= log.end_offset and (not epochs or epoch > epochs[-1][0]):
+                epochs.append((epoch, start))
+        for b in log.batches:  # epochs the batches show that the checkpoint missed
+            if not epochs or b.leader_epoch > epochs[-1][0]:
+                epochs.append((b.leader_epoch, b.base_offset))
+        epochs = _consistent(epochs, log.batches)
+        log.epochs = epochs
+        if cached != epochs:
+            out.write(Replace(log.epoch_path, pack(epochs)))
+        return log
+
+    def last_epoch_of_batches(self) -> int:
+        return self.batches[-1].leader_epoch if self.batches else -1
+
+
+def _consistent(epochs: list[tuple[int, int]], batches: list[RecordBatch]) -> list[tuple[int, int]]:
+    """Drop cache entries the batches contradict: an epoch must start at the first batch of that
+    epoch when the log holds one."""
+    first_of: dict[int, int] = {}
+    for b in batches:
+        first_of.setdefault(b.leader_epoch, b.base_offset)
+    out = []
+    for e, s in epochs:
+        s = first_of.get(e, s)
+        if out and (e <= out[-1][0] or s < out[-1][1]):
+            continue
+        out.append((e, s))
+    return out
+
+
+def partition_dirs(files: Mapping[str, bytes]) -> list[tuple[str, int, str]]:
+    """(topic, partition, directory) of every replica directory among a node's files."""
+    seen = {}
+    prefix = PARTITIONS_DIR + "/"
+    for path in files:
+        if path.startswith(prefix):
+            name = path[len(prefix) :].split("/", 1)[0]
+            topic, _, index = name.rpartition("-")
+            if topic and index.isdigit():
+                seen[name] = (topic, int(index), prefix + name)
+    return [seen[k] for k in sorted(seen)]
