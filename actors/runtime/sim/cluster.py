@@ -22,6 +22,7 @@ from workloads.cluster_view import UNKNOWN, BrokerState, PartitionState, QuorumS
 from workloads.runtime_api import StepFailed
 
 from .clients import SimClients
+from .partition_watch import PartitionInvariants
 from .quorum_watch import watch_quorum
 from .simulator import SimConfig, Simulator
 from .trace import EventSink
@@ -165,6 +166,8 @@ class SimCluster:
         self.clients: SimClients | None = None
         self.bootstrap()
         self.clients = SimClients(self)
+        self.partition_invariants = PartitionInvariants(self)
+        self.sim.add_invariant_set(self.partition_invariants.check)
 
     def _count(self, record) -> None:
         if record[2] == "raft_leader_elected":

@@ -1,0 +1,288 @@
+"""The partition replication invariants of reference/protocol-facts.md, checked over the whole
+simulated cluster after every event (the ones that need every node at once).
+
+| name                          | how it is observed here                                              |
+|-------------------------------|----------------------------------------------------------------------|
+| LeaderCompleteness            | the current leader holds every committed batch and every acks=all one |
+| LogMatching                   | running replicas agree below the smaller of their local HWMs          |
+| LeaderCandidateCompleteness   | running ISR and ELR members (registered with their current epoch) have LEO >= true HWM |
+| ReplicationQuorumSuperset     | leader's replication quorum contains ISR + ELR while its ISR >= MinISR |
+| NoCommittedRecordLostGlobally | every acks=all batch is on some replica (running, or on a down broker's disk) |
+| UncleanExclusion              | a broker back from an unclean start is not leader/ISR/ELR before reaching the true HWM |
+| StrictMinIsrHWM               | a leader's HWM never moves while its committed ISR < effective MinISR |
+| TrueHWMMonotonic              | a leader that trusts its HWM (HWM >= LESO) never reports one below the true HWM |
+| AppliedHWM                    | ListOffsets answers and ISR expansions respect LESO and the local HWM (from the leader's events) |
+| ConsistentRead                | what a consumer read is still what the current leader holds there     |
+
+The *true HWM* is the largest HWM any leader ever had (§6.4); the *committed log* is the batches
+below it, as the leader that advanced it held them. Checks are incremental: logs only grow between
+truncations (`PartitionLog.version`), so a prefix verified once is re-read only after a truncation,
+a leader change or a crash.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from actors.contract import Output
+from storage.partition_log import PartitionLog, partition_dirs
+
+if TYPE_CHECKING:
+    from .cluster import SimCluster
+
+Key = tuple[str, int]
+
+
+class PartitionInvariants:
+    def __init__(self, cluster: SimCluster) -> None:
+        self.cluster = cluster
+        self.true_hwm: dict[Key, int] = {}
+        # Per partition: (base offset, count, crc) of every committed batch, in order.
+        self.committed: dict[Key, list[tuple[int, int, int]]] = {}
+        self._leader_checked: dict[Key, tuple[Any, int, int]] = {}  # (leader id, version, n committed ok, n acked ok)
+        self._pairs_checked: dict[tuple[Key, int, int], tuple[int, int, int]] = {}
+        self._leader_hwm_seen: dict[tuple[Key, int, int], int] = {}
+        self._unclean: dict[tuple[int, Key], bool] = {}
+        self._registered_epoch: dict[int, Any] = {}
+        self._lost_checked: tuple[Any, int] | None = None
+        self._down_logs: dict[tuple[int, int], dict[Key, PartitionLog]] = {}
+        self._reads_checked: dict[tuple[str, Key], tuple[Any, int, int]] = {}
+        self._event_findings: dict[str, str] = {}
+        cluster.sim.trace.sinks.append(self._on_event)
+
+    # --- events the leaders emit ----------------------------------------------------------------
+
+    def _on_event(self, record) -> None:
+        _, node, kind, f = record
+        if kind == "list_offsets" and f["answer"] is not None and f["hwm"] < f["leso"]:
+            self._event_findings.setdefault("AppliedHWM", f"{node} answered ListOffsets {f['answer']} for {f['partition']} with HWM {f['hwm']} < LESO {f['leso']}")
+        elif kind == "isr_expand_proposed":
+            if f["follower_leo"] < max(f["hwm"], f["leso"]) or f["fetch_epoch"] != f["leader_epoch"]:
+                self._event_findings.setdefault(
+                    "AppliedHWM",
+                    f"{node} proposed adding {f['follower']} to the ISR of {f['partition']} at LEO {f['follower_leo']} (HWM {f['hwm']}, LESO {f['leso']}, fetch epoch {f['fetch_epoch']}/{f['leader_epoch']})",
+                )
+        elif kind == "broker_registered" and node.startswith("b"):
+            broker = int(node[1:])
+            sim_node = self.cluster.sim.nodes[node]
+            role = sim_node.role
+            if role is not None and role.previous_epoch is None and sim_node.starts > 1:
+                for key in role.data_plane.replicas:
+                    self._unclean[(broker, key)] = True
+
+    # --- the check --------------------------------------------------------------------------------
+
+    def check(self) -> dict[str, str]:
+        found: dict[str, str] = {}
+        if self._event_findings:
+            found.update(self._event_findings)
+            self._event_findings = {}
+        cluster = self.cluster
+        img = cluster.view().image()
+        if img is None or cluster.clients is None:
+            return found
+        acked = [b for b in cluster.clients.acked_batches() if b.acks == -1]
+        for key, rec in img.partitions.items():
+            name = f"{key[0]}-{key[1]}"
+            replicas = {b: r for b in rec.replicas if (r := cluster.replica_on(b, *key)) is not None}
+            leaders = [(b, r) for b, r in replicas.items() if r.is_leader]
+            self._advance_true_hwm(key, leaders)
+            true_hwm = self.true_hwm.get(key, 0)
+            legit = None
+            if rec.leader is not None:
+                r = replicas.get(rec.leader)
+                if r is not None and r.is_leader and r.leader_epoch == rec.leader_epoch:
+                    legit = r
+            min_isr = cluster.any_controller().policy(key[0], img, len(rec.replicas)).min_isr
+            if legit is not None:
+                self._check_leader(key, name, rec.leader, legit, acked, true_hwm, min_isr, rec, found)
+            for b, r in leaders:
+                self._check_strict_min_isr(key, name, b, r, min_isr, found)
+            self._check_log_matching(key, name, replicas, found)
+            self._check_candidates(key, name, rec, img, replicas, true_hwm, found)
+        self._check_lost(img, acked, found)
+        self._check_reads(found)
+        return found
+
+    def _advance_true_hwm(self, key: Key, leaders) -> None:
+        best = self.true_hwm.get(key, 0)
+        for _, r in leaders:
+            if r.hwm > best:
+                committed = self.committed.setdefault(key, [])
+                covered = committed[-1][0] + committed[-1][1] if committed else 0
+                for b in r.log.read_from(covered, 1 << 30):
+                    if b.base_offset >= r.hwm:
+                        break
+                    if b.base_offset >= covered:
+                        committed.append((b.base_offset, b.count, b.crc))
+                best = r.hwm
+        self.true_hwm[key] = best
+
+    def _check_leader(self, key, name, leader_id, r, acked, true_hwm, min_isr, rec, found) -> None:
+        log = r.log
+        committed = self.committed.get(key, [])
+        mine = [b for b in acked if (b.topic, b.partition) == key]
+        state = self._leader_checked.get(key)
+        start_c, start_a = 0, 0
+        if state is not None and state[0] == (leader_id, r.leader_epoch) and state[1] == log.version:
+            start_c, start_a = state[2], state[3]
+        ok_c = start_c
+        for base, count, crc in committed[start_c:]:
+            ident = log.identity_at(base)
+            if ident is None or ident[0] != crc or ident[1] != 0 or log.end_offset < base + count:
+                found.setdefault("LeaderCompleteness", f"{name}: leader {leader_id} (epoch {r.leader_epoch}) lacks committed offsets {base}..{base + count - 1} (LEO {log.end_offset}, true HWM {true_hwm})")
+                break
+            ok_c += 1
+        ok_a = start_a
+        for b in mine[start_a:]:
+            ident = log.identity_at(b.base_offset)
+            if ident is None or ident[0] != b.crc or ident[1] != 0:
+                found.setdefault("LeaderCompleteness", f"{name}: leader {leader_id} (epoch {r.leader_epoch}) lacks acknowledged offsets {b.base_offset}..{b.base_offset + b.count - 1}")
+                break
+            ok_a += 1
+        self._leader_checked[key] = ((leader_id, r.leader_epoch), log.version, ok_c, ok_a)
+        if r.hwm >= r.leso and r.hwm < true_hwm:
+            found.setdefault("TrueHWMMonotonic", f"{name}: leader {leader_id} trusts HWM {r.hwm} (LESO {r.leso}) below the true HWM {true_hwm}")
+        if len(r.isr) >= min_isr:
+            quorum = r.replication_quorum()
+            election = set(rec.isr) | set(rec.elr)
+            if not election <= quorum:
+                found.setdefault("ReplicationQuorumSuperset", f"{name}: leader {leader_id} replicates to {sorted(quorum)}, controller's ISR+ELR is {sorted(election)}")
+
+    def _check_strict_min_isr(self, key, name, b, r, min_isr, found) -> None:
+        seen_key = (key, b, r.leader_epoch)
+        before = self._leader_hwm_seen.get(seen_key)
+        if before is not None and r.hwm > before and len(r.isr) < min_isr:
+            found.setdefault("StrictMinIsrHWM", f"{name}: leader {b} advanced its HWM {before} -> {r.hwm} with ISR {list(r.isr)} < MinISR {min_isr}")
+        self._leader_hwm_seen[seen_key] = r.hwm
+
+    def _check_log_matching(self, key, name, replicas, found) -> None:
+        items = sorted(replicas.items())
+        for i, (a, ra) in enumerate(items):
+            for b, rb in items[i + 1 :]:
+                upto = min(ra.hwm, rb.hwm)
+                pair = (key, a, b)
+                state = self._pairs_checked.get(pair)
+                start = 0
+                if state is not None and state[0] == ra.log.version and state[1] == rb.log.version:
+                    start = state[2]
+                if upto <= start:
+                    self._pairs_checked[pair] = (ra.log.version, rb.log.version, min(start, upto))
+                    continue
+                bad = _first_mismatch(ra.log, rb.log, start, upto)
+                if bad is not None:
+                    found.setdefault("LogMatching", f"{name}: replicas {a} and {b} differ at offset {bad} (below HWMs {ra.hwm}/{rb.hwm})")
+                    upto = start
+                self._pairs_checked[pair] = (ra.log.version, rb.log.version, upto)
+
+    def _check_candidates(self, key, name, rec, img, replicas, true_hwm, found) -> None:
+        for b in sorted(set(rec.isr) | set(rec.elr) | ({rec.leader} if rec.leader is not None else set())):
+            r = replicas.get(b)
+            role = self.cluster.broker_role(b)
+            reg = img.brokers.get(b)
+            running = role is not None and r is not None and reg is not None and role.epoch == reg.epoch
+            if not running:
+                continue
+            if (b, key) in self._unclean:
+                if r.leo >= true_hwm:
+                    del self._unclean[(b, key)]
+                else:
+                    where = "leader" if rec.leader == b else ("ISR" if b in rec.isr else "ELR")
+                    found.setdefault("UncleanExclusion", f"{name}: broker {b}, back from an unclean shutdown with LEO {r.leo} < true HWM {true_hwm}, is in the {where}")
+            if b != rec.leader and r.leo < true_hwm:
+                found.setdefault("LeaderCandidateCompleteness", f"{name}: {('ISR' if b in rec.isr else 'ELR')} member {b} has LEO {r.leo} < true HWM {true_hwm}")
+        for (b, k) in [u for u in self._unclean if u[1] == key]:
+            r = replicas.get(b)
+            if r is not None and r.leo >= true_hwm:
+                del self._unclean[(b, k)]
+
+    def _check_lost(self, img, acked, found) -> None:
+        versions = tuple(
+            (name, node.incarnation, tuple(r.log.version for r in node.role.data_plane.replicas.values()) if node.role else ())
+            for name, node in sorted(self.cluster.sim.nodes.items())
+            if name.startswith("b")
+        )
+        start = 0
+        if self._lost_checked is not None and self._lost_checked[0] == versions:
+            start = self._lost_checked[1]
+        if start >= len(acked):
+            self._lost_checked = (versions, len(acked))
+            return
+        logs = self._all_logs()
+        for i in range(start, len(acked)):
+            b = acked[i]
+            holders = logs.get((b.topic, b.partition), [])
+            if not any(_holds(log, b) for log in holders):
+                found.setdefault("NoCommittedRecordLostGlobally", f"{b.topic}-{b.partition}: acknowledged offsets {b.base_offset}..{b.base_offset + b.count - 1} are on no replica")
+                self._lost_checked = (versions, i)
+                return
+        self._lost_checked = (versions, len(acked))
+
+    def _all_logs(self) -> dict[Key, list[PartitionLog]]:
+        """Every replica's log: running brokers' in memory, down brokers' as their disk holds it."""
+        out: dict[Key, list[PartitionLog]] = {}
+        sim = self.cluster.sim
+        for name, node in sorted(sim.nodes.items()):
+            if not name.startswith("b"):
+                continue
+            if node.role is not None:
+                for key, r in node.role.data_plane.replicas.items():
+                    out.setdefault(key, []).append(r.log)
+                continue
+            cache_key = (int(name[1:]), node.incarnation)
+            logs = self._down_logs.get(cache_key)
+            if logs is None:
+                files = node.host.disk.files_of(name)
+                scratch = Output()
+                logs = {(t, p): PartitionLog.recover(d, files, scratch) for t, p, d in partition_dirs(files)}
+                self._down_logs = {k: v for k, v in self._down_logs.items() if k[0] != cache_key[0]}
+                self._down_logs[cache_key] = logs
+            for key, log in logs.items():
+                out.setdefault(key, []).append(log)
+        return out
+
+    def _check_reads(self, found) -> None:
+        clients = self.cluster.clients
+        logs = None
+        for cname in clients.consumers:
+            role = clients.role(cname)
+            if role is None:
+                continue
+            for key, reads in role.reads.items():
+                if not reads:
+                    continue
+                if logs is None:
+                    logs = self.cluster.partition_logs()
+                leader_log = logs.get(key, (None, []))[0]
+                if leader_log is None:
+                    continue
+                state = self._reads_checked.get((cname, key))
+                start = 0
+                if state is not None and state[0] is leader_log and state[1] == leader_log.version:
+                    start = state[2]
+                offsets = sorted(reads)
+                for o in offsets[start:]:
+                    value, ident = reads[o]
+                    now = leader_log.identity_at(o)
+                    if now is None or now[0] != ident[0] or now[1] != ident[1]:
+                        found.setdefault("ConsistentRead", f"{key[0]}-{key[1]}: {cname} read offset {o} ({value!r}); the leader now holds {'nothing' if now is None else 'another record'} there")
+                        break
+                else:
+                    self._reads_checked[(cname, key)] = (leader_log, leader_log.version, len(offsets))
+
+
+def _holds(log: PartitionLog, b) -> bool:
+    ident = log.identity_at(b.base_offset)
+    return ident is not None and ident[0] == b.crc and ident[1] == 0
+
+
+def _first_mismatch(a: PartitionLog, b: PartitionLog, start: int, end: int) -> int | None:
+    """The first offset in [start, end) where the two logs hold different records, else None."""
+    offset = start
+    while offset < end:
+        ia, ib = a.identity_at(offset), b.identity_at(offset)
+        if ia is None or ib is None or ia != ib:
+            return offset
+        batch = a.batches[a.batch_index(offset)]
+        offset = batch.next_offset
+    return None

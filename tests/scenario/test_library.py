@@ -1,0 +1,16 @@
+"""Every scenario of the built-in library passes in the simulator (each file carries its own
+expectations: steps with expected states, and the invariants a protocol variant is meant to break)."""
+
+import pytest
+
+from kraftlab.runner import run_scenario
+from kraftlab.scenario.loading import library_scenarios, load_scenario
+
+
+@pytest.mark.parametrize("name", sorted(library_scenarios()))
+def test_library_scenario_passes(name, tmp_path):
+    path = library_scenarios()[name]
+    scenario, _ = load_scenario(str(path))
+    result = run_scenario(scenario, source=name, out_dir=tmp_path / "run")
+    summary = result.summary
+    assert summary["ok"], (summary["failures"], summary["violations"])
