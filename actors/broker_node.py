@@ -41,6 +41,7 @@ from controller_quorum.requests import (
 )
 
 REGISTRATION_RETRY_MS = 500
+NOT_CONTROLLER_BACKOFF_MS = 100
 
 
 class MetadataFollower:
@@ -198,7 +199,9 @@ class BrokerNode:
     def _on_heartbeat_response(self, src: str, resp: BrokerHeartbeatResponse, now_ms: float, out: Output) -> bool:
         if resp.error == NOT_CONTROLLER:
             self.controller = resp.controller
-            self.next_request_ms = now_ms
+            # Straight to the controller named, unless it named itself (a leader whose controller is
+            # not active yet): then back off rather than ask again at once.
+            self.next_request_ms = now_ms if resp.controller not in (None, src) else now_ms + NOT_CONTROLLER_BACKOFF_MS
             return False
         if resp.error == STALE_BROKER_EPOCH:
             out.emit("broker_epoch_stale", epoch=self.epoch)

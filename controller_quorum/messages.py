@@ -67,6 +67,9 @@ class FetchRequest:
     # The high watermark the fetcher knows (KIP-1166): the leader answers at once, instead of
     # parking the fetch, when it can tell the fetcher a newer one.
     high_watermark: int | None = None
+    # Echoed in the response: a fetcher acts only on the answer to its latest fetch (an answer to
+    # one it already replaced must not trigger another fetch, or two would stay in flight).
+    request_id: int = 0
 
 
 # FetchResponse errors
@@ -84,3 +87,4 @@ class FetchResponse:
     high_watermark: int | None = None  # None: the leader does not know it yet in its epoch
     diverging_epoch: int | None = None  # set: truncate to the end of this epoch first
     diverging_end_offset: int | None = None
+    request_id: int = 0

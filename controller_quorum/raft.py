@@ -106,6 +106,7 @@ class RaftNode:
         self.applied = 0
         # Follower / observer fetching
         self.fetch_in_flight_since: float | None = None
+        self.fetch_request_id = 0
         self.next_observer_fetch_ms: float | None = now_ms
         self._observer_rotation = 0
         # Leader
@@ -353,8 +354,8 @@ class RaftNode:
             self._stop_leading(now_ms, out)
 
     def _stop_leading(self, now_ms: float, out: Output) -> None:
-        for src, _, _ in self.parked.values():
-            self._send(out, src, FetchResponse(self.quorum.epoch, None, NOT_LEADER))
+        for src, req, _ in self.parked.values():
+            self._send(out, src, FetchResponse(self.quorum.epoch, None, NOT_LEADER, request_id=req.request_id))
         self.parked.clear()
         self.pending.clear()
         self.linger_deadline_ms = None
@@ -416,13 +417,13 @@ class RaftNode:
     def _on_fetch_request(self, src: str, req: FetchRequest, now_ms: float, out: Output) -> None:
         q = self.quorum
         if q.state is not RaftState.LEADER:
-            self._send(out, src, FetchResponse(q.epoch, q.leader, NOT_LEADER))
+            self._send(out, src, FetchResponse(q.epoch, q.leader, NOT_LEADER, request_id=req.request_id))
             return
         if req.epoch < q.epoch:
-            self._send(out, src, FetchResponse(q.epoch, self.local, FENCED_LEADER_EPOCH))
+            self._send(out, src, FetchResponse(q.epoch, self.local, FENCED_LEADER_EPOCH, request_id=req.request_id))
             return
         if req.epoch > q.epoch:
-            self._send(out, src, FetchResponse(q.epoch, self.local, UNKNOWN_LEADER_EPOCH))
+            self._send(out, src, FetchResponse(q.epoch, self.local, UNKNOWN_LEADER_EPOCH, request_id=req.request_id))
             return
         if req.fetch_offset > 0 or req.last_fetched_epoch > 0:
             epoch, end = self.log.end_offset_for_epoch(req.last_fetched_epoch)
@@ -430,7 +431,7 @@ class RaftNode:
                 self._send(
                     out,
                     src,
-                    FetchResponse(q.epoch, self.local, None, high_watermark=self.high_watermark, diverging_epoch=epoch, diverging_end_offset=end),
+                    FetchResponse(q.epoch, self.local, None, high_watermark=self.high_watermark, diverging_epoch=epoch, diverging_end_offset=end, request_id=req.request_id),
                 )
                 return
         if not req.observer and req.replica in self.voters:
@@ -451,7 +452,7 @@ class RaftNode:
 
     def _answer_fetch(self, src: str, req: FetchRequest, out: Output) -> None:
         entries = self.log.entries_from(req.fetch_offset, MAX_FETCH_ENTRIES)
-        self._send(out, src, FetchResponse(self.quorum.epoch, self.local, None, entries, self.high_watermark))
+        self._send(out, src, FetchResponse(self.quorum.epoch, self.local, None, entries, self.high_watermark, request_id=req.request_id))
 
     def _complete_parked(self, now_ms: float, out: Output) -> None:
         if not self.parked:
@@ -473,7 +474,8 @@ class RaftNode:
         dst = target or q.leader
         if dst is None:
             return
-        req = FetchRequest(q.epoch, self.local, self.log.end_offset, self.log.last_epoch, not self.is_voter, self.high_watermark)
+        self.fetch_request_id += 1
+        req = FetchRequest(q.epoch, self.local, self.log.end_offset, self.log.last_epoch, not self.is_voter, self.high_watermark, self.fetch_request_id)
         self.fetch_in_flight_since = now_ms
         self._send(out, dst, req, durable=True)
 
@@ -492,6 +494,8 @@ class RaftNode:
 
     def _on_fetch_response(self, src: str, resp: FetchResponse, now_ms: float, out: Output) -> None:
         q = self.quorum
+        if resp.request_id != self.fetch_request_id:
+            return  # the answer to a fetch this node already replaced by a newer one
         self.fetch_in_flight_since = None
         if not self.is_voter:
             return self._on_observer_fetch_response(src, resp, now_ms, out)

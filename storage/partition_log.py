@@ -162,13 +162,13 @@ class PartitionLog:
 
     def append(self, batch: RecordBatch, out: Output) -> None:
         assert batch.base_offset == self.end_offset, f"{self.directory}: batch at {batch.base_offset}, LEO {self.end_offset}"
-        assert batch.leader_epoch >= self.last_epoch, f"{self.directory}: batch epoch {batch.leader_epoch} < {self.last_epoch}"
+        assert batch.leader_epoch >= self.last_epoch_of_batches(), f"{self.directory}: batch epoch {batch.leader_epoch} < {self.last_epoch_of_batches()}"
         self._add(batch)
         data = frame(batch.encode())
         self._positions.append(self._file_size)
         self._file_size += len(data)
         out.write(Append(self.log_path, data))
-        if batch.leader_epoch > self.last_epoch:
+        if batch.leader_epoch != self.last_epoch:
             self._assign_epoch(batch.leader_epoch, batch.base_offset, out)
 
     def _add(self, batch: RecordBatch) -> None:
@@ -180,10 +180,13 @@ class PartitionLog:
 
     def assign_epoch(self, epoch: int, start_offset: int, out: Output) -> None:
         """A new leader records where its epoch starts (its LESO) before appending anything."""
-        if epoch > self.last_epoch:
+        if epoch != self.last_epoch:
             self._assign_epoch(epoch, start_offset, out)
 
     def _assign_epoch(self, epoch: int, start_offset: int, out: Output) -> None:
+        # Kafka's LeaderEpochFileCache.assign: entries the new one contradicts (a later or equal
+        # epoch, or a start at or after it: left by a leadership that wrote nothing) go first.
+        self.epochs = [(e, s) for e, s in self.epochs if e < epoch and s < start_offset]
         self.epochs.append((epoch, start_offset))
         out.write(Replace(self.epoch_path, pack(self.epochs)))
 

@@ -527,10 +527,10 @@ class PartitionReplica:
                 out.write(Flush())
 
     def fetch_position(self) -> FetchPartition:
+        # The epoch of the last batch held (Kafka's LastFetchedEpoch); -1 disables the divergence
+        # check, as before KIP-101.
         truncation = self.env.settings.protocol.leader_epoch_truncation
         last_epoch = self.log.last_epoch_of_batches() if truncation else -1
-        if truncation and last_epoch < 0:
-            last_epoch = self.log.last_epoch
         return FetchPartition(self.topic, self.partition, self.leader_epoch, self.log.end_offset, last_epoch)
 
     def _truncate(self, offset: int, reason: str, out: Output) -> None:

@@ -27,7 +27,7 @@ def run_seed(seed: int, **protocol):
     raw["cluster"]["protocol"] = protocol
     cluster = SimCluster(validate(raw, "sweep.yaml"))
     sim = cluster.sim
-    nodes = tuple(sim.nodes)
+    nodes = tuple(n for n in sim.nodes if n[0] in "bc" and n[1:].isdigit())
     start = sim.now_ms
     schedule_faults(sim, FaultSchedule.draw(seed, nodes, PROFILE), start_ms=start)
     sim.run_until(start + SAFETY_MS)

@@ -48,6 +48,9 @@ class PartitionInvariants:
         self._down_logs: dict[tuple[int, int], dict[Key, PartitionLog]] = {}
         self._reads_checked: dict[tuple[str, Key], tuple[Any, int, int]] = {}
         self._event_findings: dict[str, str] = {}
+        self._stamp: tuple | None = None
+        self._min_isr_cache: dict[Key, tuple] = {}
+        self._broker_nodes = [(int(n[1:]), node) for n, node in sorted(cluster.sim.nodes.items()) if n.startswith("b")]
         cluster.sim.trace.sinks.append(self._on_event)
 
     # --- events the leaders emit ----------------------------------------------------------------
@@ -72,6 +75,28 @@ class PartitionInvariants:
 
     # --- the check --------------------------------------------------------------------------------
 
+    def _unchanged(self, img) -> bool:
+        """True when the last event cannot have changed what these checks read: a controller's
+        event that left the committed image as it was, or a client event that changed no count."""
+        node = self.cluster.sim.event_node
+        if node is None or node.startswith("b"):
+            return False
+        clients = self.cluster.clients
+        stamp = (id(img), img.offset, sum(len(r.acked_batches) for n in clients.producers if (r := clients.role(n)) is not None),
+                 sum(r.consumed for n in clients.consumers if (r := clients.role(n)) is not None))
+        if stamp == self._stamp:
+            return True
+        self._stamp = stamp
+        return False
+
+    def _min_isr(self, img, key, rf: int) -> int:
+        cached = self._min_isr_cache.get(key)
+        if cached is not None and cached[0] is img and cached[1] == img.offset:
+            return cached[2]
+        value = self.cluster.any_controller().policy(key[0], img, rf).min_isr
+        self._min_isr_cache[key] = (img, img.offset, value)
+        return value
+
     def check(self) -> dict[str, str]:
         found: dict[str, str] = {}
         if self._event_findings:
@@ -79,12 +104,13 @@ class PartitionInvariants:
             self._event_findings = {}
         cluster = self.cluster
         img = cluster.view().image()
-        if img is None or cluster.clients is None:
+        if img is None or cluster.clients is None or self._unchanged(img):
             return found
         acked = [b for b in cluster.clients.acked_batches() if b.acks == -1]
+        roles = {b: n.role for b, n in self._broker_nodes}
         for key, rec in img.partitions.items():
             name = f"{key[0]}-{key[1]}"
-            replicas = {b: r for b in rec.replicas if (r := cluster.replica_on(b, *key)) is not None}
+            replicas = {b: r for b in rec.replicas if (role := roles.get(b)) is not None and (r := role.data_plane.replicas.get(key)) is not None}
             leaders = [(b, r) for b, r in replicas.items() if r.is_leader]
             self._advance_true_hwm(key, leaders)
             true_hwm = self.true_hwm.get(key, 0)
@@ -93,13 +119,13 @@ class PartitionInvariants:
                 r = replicas.get(rec.leader)
                 if r is not None and r.is_leader and r.leader_epoch == rec.leader_epoch:
                     legit = r
-            min_isr = cluster.any_controller().policy(key[0], img, len(rec.replicas)).min_isr
+            min_isr = self._min_isr(img, key, len(rec.replicas))
             if legit is not None:
                 self._check_leader(key, name, rec.leader, legit, acked, true_hwm, min_isr, rec, found)
             for b, r in leaders:
                 self._check_strict_min_isr(key, name, b, r, min_isr, found)
             self._check_log_matching(key, name, replicas, found)
-            self._check_candidates(key, name, rec, img, replicas, true_hwm, found)
+            self._check_candidates(key, name, rec, img, replicas, roles, true_hwm, found)
         self._check_lost(img, acked, found)
         self._check_reads(found)
         return found
@@ -175,10 +201,10 @@ class PartitionInvariants:
                     upto = start
                 self._pairs_checked[pair] = (ra.log.version, rb.log.version, upto)
 
-    def _check_candidates(self, key, name, rec, img, replicas, true_hwm, found) -> None:
+    def _check_candidates(self, key, name, rec, img, replicas, roles, true_hwm, found) -> None:
         for b in sorted(set(rec.isr) | set(rec.elr) | ({rec.leader} if rec.leader is not None else set())):
             r = replicas.get(b)
-            role = self.cluster.broker_role(b)
+            role = roles.get(b)
             reg = img.brokers.get(b)
             running = role is not None and r is not None and reg is not None and role.epoch == reg.epoch
             if not running:
@@ -198,9 +224,8 @@ class PartitionInvariants:
 
     def _check_lost(self, img, acked, found) -> None:
         versions = tuple(
-            (name, node.incarnation, tuple(r.log.version for r in node.role.data_plane.replicas.values()) if node.role else ())
-            for name, node in sorted(self.cluster.sim.nodes.items())
-            if name.startswith("b")
+            (node.incarnation, len(node.role.data_plane.replicas), sum(r.log.version for r in node.role.data_plane.replicas.values())) if node.role else (node.incarnation,)
+            for _, node in self._broker_nodes
         )
         start = 0
         if self._lost_checked is not None and self._lost_checked[0] == versions:

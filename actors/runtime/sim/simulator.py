@@ -143,6 +143,9 @@ class Simulator:
         self.invariant_sets: list[Callable[[], dict[str, str]]] = []
         self.violations: dict[str, Violation] = {}
         self.events_processed = 0
+        # The node whose role handled the last event (None: a scheduled call or a disk flush, which
+        # may touch anything). Invariant checks use it to skip work an event cannot have changed.
+        self.event_node: str | None = None
 
     # --- building the world -----------------------------------------------------------------
 
@@ -195,16 +198,21 @@ class Simulator:
         self.now_ms = at_ms
         self.events_processed += 1
         if kind == _DELIVER:
+            self.event_node = a.dst
             self._deliver(a, b)
         elif kind == _TICK:
             node = a
+            self.event_node = node.name
             if node.role is not None and b == node.timer_seq:
                 self._apply(node, node.role.tick(at_ms))
         elif kind == _FLUSH_DONE:
+            self.event_node = a.name
             self._flush_done(a, b)
         elif kind == _CALL:
+            self.event_node = None
             a()
         else:
+            self.event_node = None
             self._background_flush(a)
         if self.invariants or self.invariant_sets:
             self._check_invariants()
