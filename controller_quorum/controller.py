@@ -20,6 +20,7 @@ from dataclasses import replace
 from typing import Any
 
 from actors.contract import Envelope, Output
+from actors.replication.messages import GetReplicaLogInfoRequest, GetReplicaLogInfoResponse
 from actors.settings import ClusterSettings
 
 from .messages import LogEntry
@@ -36,6 +37,7 @@ from .metadata import (
 from .partition_change import ChangePolicy, change_partition, topic_min_isr, topic_setting
 from .placement import PlacementError, assign_replicas
 from .raft import RaftNode
+from .unclean_recovery import INSPECTION_WINDOW_MS, Inquiry, LogInfo, UncleanRecovery, choose_leader, plan_recovery, recovered_partition
 from .requests import (
     DUPLICATE_BROKER_REGISTRATION,
     FENCED_LEADER_EPOCH,
@@ -64,6 +66,7 @@ class Controller:
         self.last_contact_ms: dict[int, float] = {}
         self.replies: list[tuple[int, Envelope]] = []  # (offset that must commit first, answer)
         self.elections = {"clean": 0, "unclean": 0}
+        self.recovery = UncleanRecovery(settings.config.unclean_recovery_strategy)
 
     # --- RaftListener ---------------------------------------------------------------------------
 
@@ -86,11 +89,13 @@ class Controller:
         self.working = working
         # A new active controller gives every broker a full session before fencing it.
         self.last_contact_ms = {b: now_ms for b in working.brokers}
+        self.recovery.reset()
         out.emit("controller_active", epoch=epoch)
 
     def on_lose_leadership(self, now_ms: float, out: Output) -> None:
         self.working = None
         self.replies = []
+        self.recovery.reset()
 
     @property
     def active(self) -> bool:
@@ -158,8 +163,11 @@ class Controller:
             self._on_heartbeat(env, p, now_ms, out)
         elif isinstance(p, AlterPartitionRequest):
             self._on_alter_partition(env, p, now_ms, out)
+        elif isinstance(p, GetReplicaLogInfoResponse):
+            self._on_replica_log_info(p, now_ms, out)
         else:
             return False
+        self.maybe_recover_uncleanly(now_ms, out)
         return True
 
     def _reply(self, env: Envelope, payload: Any) -> Envelope:
@@ -260,6 +268,47 @@ class Controller:
         last = self._propose([new], now_ms, out)
         self._answer(self._reply(env, AlterPartitionResponse(None, req.topic, req.partition, new)), last, out)
 
+    # --- unclean recovery (KIP-966) -------------------------------------------------------------
+
+    def maybe_recover_uncleanly(self, now_ms: float, out: Output) -> None:
+        """Start, advance or finish the unclean recovery of leaderless partitions
+        (`controller_quorum.unclean_recovery`)."""
+        if not self.active or not self.settings.protocol.elr:
+            return
+        w, rec = self.working, self.recovery
+        rec.now_ms = now_ms
+        strategy = rec.strategy
+        for key, part in w.partitions.items():
+            inq = rec.inquiries.get(key)
+            if inq is not None and inq.partition_epoch != part.partition_epoch:
+                del rec.inquiries[key]
+                inq = None
+            if inq is None and part.leader is None:
+                candidates = plan_recovery(part, w.brokers, strategy)
+                if candidates:
+                    rec.inquiries[key] = Inquiry(part.partition_epoch, candidates, now_ms)
+                    out.emit("unclean_recovery_started", partition=f"{key[0]}-{key[1]}", strategy=strategy, candidates=list(candidates))
+        for key, broker, request_id in rec.to_ask(now_ms, w.brokers):
+            out.send(Envelope(self.local, f"b{broker}", GetReplicaLogInfoRequest(request_id, key[0], key[1])))
+        for key, inq in list(rec.inquiries.items()):
+            part = w.partitions[key]
+            leader = choose_leader(inq.candidates, inq.answers, w.brokers, strategy, window_over=now_ms >= inq.started_ms + INSPECTION_WINDOW_MS)
+            if leader is None:
+                continue
+            del rec.inquiries[key]
+            new = recovered_partition(part, leader, strategy)
+            self._propose([new], now_ms, out)
+            out.emit(
+                "unclean_recovery_elected", partition=f"{key[0]}-{key[1]}", strategy=strategy, leader=leader,
+                logs={str(b): [a.last_epoch, a.log_end_offset] for b, a in sorted(inq.answers.items())},
+            )
+
+    def _on_replica_log_info(self, resp: GetReplicaLogInfoResponse, now_ms: float, out: Output) -> None:
+        inq = self.recovery.inquiries.get((resp.topic, resp.partition))
+        if inq is None or inq.request_ids.get(resp.broker_id) != resp.request_id or resp.error is not None:
+            return
+        inq.answers[resp.broker_id] = LogInfo(resp.broker_id, resp.broker_epoch, resp.last_epoch, resp.log_end_offset)
+
     # --- timers --------------------------------------------------------------------------------
 
     def next_deadline(self) -> float | None:
@@ -271,6 +320,9 @@ class Controller:
             for b in self.working.brokers.values()
             if not b.fenced
         ]
+        recovery = self.recovery.next_deadline(self.recovery.now_ms)
+        if recovery is not None:
+            deadlines.append(recovery)
         return min(deadlines) if deadlines else None
 
     def tick(self, now_ms: float, out: Output) -> None:
@@ -282,6 +334,7 @@ class Controller:
                 out.emit("broker_fenced", broker=b.broker_id, epoch=b.epoch, reason="session_timeout")
                 self._propose([BrokerRegistrationChangeRecord(b.broker_id, b.epoch, fenced=True)], now_ms, out)
                 self._remove_broker_everywhere(b.broker_id, "broker_fenced", now_ms, out)
+        self.maybe_recover_uncleanly(now_ms, out)
 
     # --- admin calls (on the active controller) ---------------------------------------------------
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from actors.contract import Output
+from controller_quorum.metadata import RECOVERING
 from storage.partition_log import PartitionLog, partition_dirs
 
 if TYPE_CHECKING:
@@ -122,6 +123,11 @@ class PartitionInvariants:
             min_isr = self._min_isr(img, key, len(rec.replicas))
             if legit is not None:
                 self._check_leader(key, name, rec.leader, legit, acked, true_hwm, min_isr, rec, found)
+                if rec.leader_recovery_state == RECOVERING:
+                    # An unclean election (its loss, if any, was just reported): from now on the
+                    # partition's log is this leader's, and the checks go on from there.
+                    self._rebase(key, legit)
+                    true_hwm = self.true_hwm[key]
             for b, r in leaders:
                 self._check_strict_min_isr(key, name, b, r, min_isr, found)
             self._check_log_matching(key, name, replicas, found)
@@ -143,6 +149,13 @@ class PartitionInvariants:
                         committed.append((b.base_offset, b.count, b.crc))
                 best = r.hwm
         self.true_hwm[key] = best
+
+    def _rebase(self, key: Key, leader) -> None:
+        self.true_hwm[key] = leader.hwm
+        self.committed[key] = [(b.base_offset, b.count, b.crc) for b in leader.log.batches if b.next_offset <= leader.hwm]
+        self._leader_checked.pop(key, None)
+        for u in [u for u in self._unclean if u[1] == key]:
+            del self._unclean[u]
 
     def _check_leader(self, key, name, leader_id, r, acked, true_hwm, min_isr, rec, found) -> None:
         log = r.log
@@ -202,6 +215,8 @@ class PartitionInvariants:
                 self._pairs_checked[pair] = (ra.log.version, rb.log.version, upto)
 
     def _check_candidates(self, key, name, rec, img, replicas, roles, true_hwm, found) -> None:
+        if rec.leader_recovery_state == RECOVERING:
+            return  # an unclean election chose this leader knowingly (reported by LeaderCompleteness)
         for b in sorted(set(rec.isr) | set(rec.elr) | ({rec.leader} if rec.leader is not None else set())):
             r = replicas.get(b)
             role = roles.get(b)

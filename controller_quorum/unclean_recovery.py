@@ -1,0 +1,158 @@
+"""KIP-966 unclean recovery: what the controller does when a partition has no leader and no clean
+candidate (kip-966-last-replica-standing.txt, "Unclean Recovery"; replication-correctness.md §6.8).
+
+`unclean.recovery.strategy` (both spellings of the KIP and the blog are accepted):
+
+| strategy               | triggers when                                  | candidates         | elects                                  |
+|------------------------|------------------------------------------------|--------------------|-----------------------------------------|
+| balanced               | ISR and ELR are both empty                     | the LastKnownELR (all replicas when it is empty) | once *every* candidate answered: the log with the highest (last epoch, end offset) |
+| aggressive / proactive | ISR empty and every ELR member fenced (or none) | every replica      | after `INSPECTION_WINDOW_MS`, the best log among those that answered |
+| none / manual          | never: an operator runs `elect: {type: unclean}` |                    |                                         |
+| last_known_leader      | ISR and ELR are both empty                     | the LastKnownELR (shipped Kafka 4.x: the last known leader) | the first of them that is unfenced, without inspecting logs |
+
+The controller asks each candidate's broker for its replica's log end (GetReplicaLogInfo), again
+every `QUERY_RETRY_MS` until it answers; only answers from the broker's current session (its
+registered broker epoch) and from unfenced brokers count. The elected replica leads alone, the
+partition is RECOVERING (KIP-704) and the election counts as unclean. A recovery is abandoned when
+the partition changes meanwhile (a clean candidate came back and was elected).
+
+The policy is pure (`plan_recovery`, `choose_leader`); `UncleanRecovery` keeps the inquiries in
+flight for the controller.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from .metadata import RECOVERING, BrokerRegistration, PartitionRecord
+
+QUERY_RETRY_MS = 500
+INSPECTION_WINDOW_MS = 1_000  # aggressive: how long to wait for answers before choosing
+
+BALANCED = "balanced"
+AGGRESSIVE = "aggressive"
+NONE = "none"
+LAST_KNOWN_LEADER = "last_known_leader"
+_SPELLINGS = {"balanced": BALANCED, "aggressive": AGGRESSIVE, "proactive": AGGRESSIVE, "none": NONE, "manual": NONE, "last_known_leader": LAST_KNOWN_LEADER}
+
+
+def normalize_strategy(name: str) -> str:
+    return _SPELLINGS[name]
+
+
+def _active(brokers: dict[int, BrokerRegistration], b: int) -> bool:
+    reg = brokers.get(b)
+    return reg is not None and reg.active
+
+
+def plan_recovery(part: PartitionRecord, brokers: dict[int, BrokerRegistration], strategy: str) -> tuple[int, ...] | None:
+    """The replicas whose logs to inspect, or None when this strategy does not recover `part` now."""
+    if part.leader is not None or any(_active(brokers, b) for b in part.isr):
+        return None
+    strategy = normalize_strategy(strategy)
+    if strategy == NONE:
+        return None
+    if strategy in (BALANCED, LAST_KNOWN_LEADER):
+        if part.isr or part.elr:
+            return None  # a clean candidate may still come back
+        return part.last_known_elr or part.replicas
+    # aggressive: unclean as soon as no clean candidate is available now
+    if any(_active(brokers, b) for b in part.elr):
+        return None
+    return part.replicas
+
+
+@dataclass(frozen=True)
+class LogInfo:
+    broker: int
+    broker_epoch: int
+    last_epoch: int
+    log_end_offset: int
+
+
+def choose_leader(
+    candidates: tuple[int, ...],
+    answers: dict[int, LogInfo],
+    brokers: dict[int, BrokerRegistration],
+    strategy: str,
+    *,
+    window_over: bool,
+) -> int | None:
+    """The replica to elect, or None to keep waiting."""
+    strategy = normalize_strategy(strategy)
+    if strategy == LAST_KNOWN_LEADER:
+        return next((b for b in candidates if _active(brokers, b)), None)
+    valid = {b: a for b, a in answers.items() if b in candidates and _active(brokers, b) and brokers[b].epoch == a.broker_epoch}
+    if strategy == BALANCED and set(valid) != set(candidates):
+        return None  # §6.8: safety first, wait for every candidate's log
+    if strategy == AGGRESSIVE and not window_over and set(valid) != set(candidates):
+        return None
+    if not valid:
+        return None
+    # The most complete log: highest last epoch, then highest end offset; replica order breaks ties.
+    return max(valid, key=lambda b: (valid[b].last_epoch, valid[b].log_end_offset, -candidates.index(b)))
+
+def recovered_partition(part: PartitionRecord, leader: int, strategy: str) -> PartitionRecord:
+    return replace(
+        part,
+        leader=leader,
+        isr=(leader,),
+        elr=(),
+        last_known_elr=(),
+        leader_epoch=part.leader_epoch + 1,
+        partition_epoch=part.partition_epoch + 1,
+        leader_recovery_state=RECOVERING,
+        reason=f"unclean_recovery_{normalize_strategy(strategy)}",
+        election="unclean",
+    )
+
+
+@dataclass
+class Inquiry:
+    """An unclean recovery in progress for one partition."""
+
+    partition_epoch: int  # abandoned if the partition changes
+    candidates: tuple[int, ...]
+    started_ms: float
+    answers: dict[int, LogInfo] = field(default_factory=dict)
+    asked_ms: dict[int, float] = field(default_factory=dict)
+    request_ids: dict[int, int] = field(default_factory=dict)
+
+
+class UncleanRecovery:
+    def __init__(self, strategy: str) -> None:
+        self.strategy = strategy
+        self.inquiries: dict[tuple[str, int], Inquiry] = {}
+        self.next_request_id = 0
+        self.now_ms = 0.0  # when the controller last looked (for next_deadline)
+
+    def reset(self) -> None:
+        self.inquiries.clear()
+
+    def to_ask(self, now_ms: float, brokers: dict[int, BrokerRegistration]) -> list[tuple[tuple[str, int], int, int]]:
+        """(partition, broker, request id) for every candidate that should be asked (again) now."""
+        asks = []
+        for key, inq in self.inquiries.items():
+            if normalize_strategy(self.strategy) == LAST_KNOWN_LEADER:
+                continue
+            for b in inq.candidates:
+                if b in inq.answers or not _active(brokers, b):
+                    continue
+                if now_ms >= inq.asked_ms.get(b, -1e18) + QUERY_RETRY_MS:
+                    self.next_request_id += 1
+                    inq.asked_ms[b] = now_ms
+                    inq.request_ids[b] = self.next_request_id
+                    asks.append((key, b, self.next_request_id))
+        return asks
+
+    def next_deadline(self, now_ms: float) -> float | None:
+        """The next time an inquiry needs attention; only future times (a candidate that cannot be
+        asked now is asked again when it registers, which is an event of its own)."""
+        deadlines = []
+        for inq in self.inquiries.values():
+            deadlines.append(inq.started_ms + INSPECTION_WINDOW_MS)
+            for b in inq.candidates:
+                if b not in inq.answers and b in inq.asked_ms:
+                    deadlines.append(inq.asked_ms[b] + QUERY_RETRY_MS)
+        future = [d for d in deadlines if d > now_ms]
+        return min(future) if future else None
