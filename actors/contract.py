@@ -24,8 +24,8 @@ them are created per simulated minute; the protocol messages they carry are froz
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # roles receive an injected random.Random; they never import `random` themselves
@@ -124,7 +124,7 @@ class Output:
     A later Output's deadline replaces the earlier one: a role has exactly one pending timer.
     """
 
-    __slots__ = ("sends", "storage", "events", "next_deadline_ms")
+    __slots__ = ("events", "next_deadline_ms", "sends", "storage")
 
     def __init__(
         self,
@@ -188,7 +188,7 @@ class StartContext:
     node_id: NodeId
     files: Mapping[str, bytes]
     clean_shutdown_marker: bytes | None
-    rng: "random.Random"
+    rng: random.Random
 
 
 RoleFactory = Callable[[StartContext], Role]

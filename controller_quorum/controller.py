@@ -37,7 +37,7 @@ from .metadata import (
 from .partition_change import ChangePolicy, change_partition, topic_min_isr, topic_setting
 from .placement import PlacementError, assign_replicas
 from .raft import RaftNode
-from .unclean_recovery import INSPECTION_WINDOW_MS, Inquiry, LogInfo, UncleanRecovery, choose_leader, plan_recovery, recovered_partition
+from .reassignment import ReassignmentError, maybe_complete_reassignment, start_reassignment, target_of
 from .requests import (
     DUPLICATE_BROKER_REGISTRATION,
     FENCED_LEADER_EPOCH,
@@ -53,6 +53,15 @@ from .requests import (
     BrokerHeartbeatResponse,
     BrokerRegistrationRequest,
     BrokerRegistrationResponse,
+)
+from .unclean_recovery import (
+    INSPECTION_WINDOW_MS,
+    Inquiry,
+    LogInfo,
+    UncleanRecovery,
+    choose_leader,
+    plan_recovery,
+    recovered_partition,
 )
 
 
@@ -267,6 +276,7 @@ class Controller:
             return
         last = self._propose([new], now_ms, out)
         self._answer(self._reply(env, AlterPartitionResponse(None, req.topic, req.partition, new)), last, out)
+        self._maybe_complete_reassignment(new, now_ms, out)
 
     # --- unclean recovery (KIP-966) -------------------------------------------------------------
 
@@ -334,6 +344,8 @@ class Controller:
                 out.emit("broker_fenced", broker=b.broker_id, epoch=b.epoch, reason="session_timeout")
                 self._propose([BrokerRegistrationChangeRecord(b.broker_id, b.epoch, fenced=True)], now_ms, out)
                 self._remove_broker_everywhere(b.broker_id, "broker_fenced", now_ms, out)
+        for part in list(self.working.partitions.values()):
+            self._maybe_complete_reassignment(part, now_ms, out)
         self.maybe_recover_uncleanly(now_ms, out)
 
     # --- admin calls (on the active controller) ---------------------------------------------------
@@ -380,6 +392,34 @@ class Controller:
             return UNKNOWN_TOPIC_OR_PARTITION
         self._change(part, now_ms, out, reason=f"elect_{election}", election=election)
         return None
+
+    def reassign(self, topic: str, partition: int, target: list[int], now_ms: float, out: Output) -> str | None:
+        """AlterPartitionReassignments: start growing the replica set (§6.7); the leader's ISR
+        expansions and `_maybe_complete_reassignment` do the rest."""
+        if not self.active:
+            return NOT_CONTROLLER
+        part = self.working.partitions.get((topic, partition))
+        if part is None:
+            return UNKNOWN_TOPIC_OR_PARTITION
+        try:
+            grown = start_reassignment(part, tuple(target), self.working.brokers)
+        except ReassignmentError as exc:
+            return str(exc)
+        if grown is None:
+            return None
+        self._propose([grown], now_ms, out)
+        out.emit("reassignment_started", partition=f"{topic}-{partition}", target=list(target), adding=list(grown.adding_replicas), removing=list(grown.removing_replicas))
+        self._maybe_complete_reassignment(grown, now_ms, out)
+        return None
+
+    def _maybe_complete_reassignment(self, part: PartitionRecord, now_ms: float, out: Output) -> None:
+        if not part.adding_replicas and not part.removing_replicas:
+            return
+        target_min_isr = self.policy(part.topic, replication_factor=len(target_of(part))).min_isr
+        done = maybe_complete_reassignment(part, self.working.brokers, target_min_isr)
+        if done is not None:
+            self._propose([done], now_ms, out)
+            out.emit("reassignment_completed", partition=f"{part.topic}-{part.partition}", replicas=list(done.replicas), isr=list(done.isr), leader=done.leader)
 
     def alter_config(self, topic: str | None, config: dict[str, Any], now_ms: float, out: Output) -> str | None:
         if not self.active:

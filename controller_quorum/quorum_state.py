@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+
 from actors.contract import Output, RandomSource, Replace
 from storage.codec import pack, unpack
 

@@ -189,9 +189,7 @@ class RaftNode:
             elif self.fetch_in_flight_since is not None and now_ms >= self.fetch_in_flight_since + self.config.request_timeout_ms:
                 self._send_fetch(now_ms, out)  # the request or its answer was lost: ask again
         elif s is RaftState.CANDIDATE:
-            if q.backoff_until_ms is not None and now_ms >= q.backoff_until_ms:
-                self._start_election(now_ms, out)
-            elif q.election_deadline_ms is not None and now_ms >= q.election_deadline_ms:
+            if q.backoff_until_ms is not None and now_ms >= q.backoff_until_ms or q.election_deadline_ms is not None and now_ms >= q.election_deadline_ms:
                 self._start_election(now_ms, out)
         elif s is RaftState.PROSPECTIVE:
             if q.election_deadline_ms is not None and now_ms >= q.election_deadline_ms:

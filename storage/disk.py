@@ -31,7 +31,7 @@ CLEAN_SHUTDOWN_MARKER = ".clean_shutdown"
 
 
 class SimFile:
-    __slots__ = ("data", "durable_len", "durable_snapshot", "version", "dirty_since_ms")
+    __slots__ = ("data", "dirty_since_ms", "durable_len", "durable_snapshot", "version")
 
     def __init__(self) -> None:
         self.data = bytearray()

@@ -230,7 +230,7 @@ class PartitionLog:
         gains any epoch the batches show (Kafka truncates the cache to the log end on load)."""
         log = cls(directory)
         data = files.get(log.log_path, b"")
-        bodies, valid = read_frames(data)
+        bodies, _ = read_frames(data)
         position = 0
         for body in bodies:
             batch = RecordBatch.decode(body)

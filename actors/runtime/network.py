@@ -33,7 +33,7 @@ class LatencyModel:
         if self.low_ms < 0 or self.mean_ms <= 0 or (self.kind == "uniform" and self.high_ms < self.low_ms):
             raise ValueError(f"invalid latency model {self!r}")
 
-    def sampler(self, rng: "random.Random"):
+    def sampler(self, rng: random.Random):
         """A zero-argument function drawing one latency (bound once: this is the hot path)."""
         low, high, mean = self.low_ms, self.high_ms, self.mean_ms
         if self.kind == "constant":

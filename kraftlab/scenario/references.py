@@ -11,6 +11,7 @@ from .schema import (
     ConsumeStep,
     CrashStep,
     ElectStep,
+    ExpectStep,
     HealStep,
     IsolateStep,
     LinkStep,
@@ -22,7 +23,6 @@ from .schema import (
     Scenario,
     ShutdownStep,
     WaitForStep,
-    ExpectStep,
     split_partition_ref,
 )
 

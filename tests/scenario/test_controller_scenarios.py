@@ -4,14 +4,14 @@ states the reference documents expect."""
 import textwrap
 
 import pytest
+import yaml
 
+from actors.contract import Envelope
 from actors.runtime.sim.cluster import SimCluster
 from controller_quorum.requests import AlterPartitionRequest
-from actors.contract import Envelope
 from kraftlab.runner import run_scenario
 from kraftlab.scenario.loading import load_scenario, validate
 from observability.event_log import read_events
-import yaml
 
 
 def run_yaml(tmp_path, body: str, **overrides):

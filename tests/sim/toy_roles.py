@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from actors.contract import Append, Envelope, FlushCompleted, Flush, Output, ShutdownRequested, StartContext, StopProcess
+from actors.contract import (
+    Append,
+    Envelope,
+    Flush,
+    FlushCompleted,
+    Output,
+    ShutdownRequested,
+    StartContext,
+    StopProcess,
+)
 from storage.modes import StorageMode
 
 

@@ -5,7 +5,13 @@ long it waits, and whom it elects."""
 import pytest
 
 from controller_quorum.metadata import RECOVERING, BrokerRegistration, PartitionRecord
-from controller_quorum.unclean_recovery import LogInfo, choose_leader, normalize_strategy, plan_recovery, recovered_partition
+from controller_quorum.unclean_recovery import (
+    LogInfo,
+    choose_leader,
+    normalize_strategy,
+    plan_recovery,
+    recovered_partition,
+)
 
 
 def brokers(fenced=()):

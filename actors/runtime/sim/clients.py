@@ -97,7 +97,7 @@ class SimClients:
             name = f"load-producer-{len(self.producers)}"
             self._add_producer(name)
             rate = args.rate_per_s / args.producers
-            sim.invoke(name, lambda role, now: role.start_load(partitions, rate, args.message_bytes, ACKS[args.acks], now, until))
+            sim.invoke(name, lambda role, now, rate=rate: role.start_load(partitions, rate, args.message_bytes, ACKS[args.acks], now, until))
         for i in range(args.consumers):
             name = f"load-consumer-{len(self.consumers)}"
             self._add_consumer(name)

@@ -320,6 +320,13 @@ class SimCluster:
             config = dict(args.config)
             self.admin(lambda ctl, now, out: ctl.alter_config(args.topic, config, now, out))
             return
+        if kind == "reassign":
+            from kraftlab.scenario.schema import split_partition_ref
+
+            topic, p = split_partition_ref(args.partition)
+            target = list(args.replicas)
+            self.admin(lambda ctl, now, out: ctl.reassign(topic, p, target, now, out))
+            return
         if kind == "produce":
             return self.clients.produce(args)
         if kind == "consume":

@@ -81,7 +81,7 @@ class Violation:
 
 
 class SimHost:
-    __slots__ = ("name", "disk", "up", "nodes", "disk_free_at_ms")
+    __slots__ = ("disk", "disk_free_at_ms", "name", "nodes", "up")
 
     def __init__(self, name: str, disk: SimDisk) -> None:
         self.name = name
@@ -94,7 +94,7 @@ class SimHost:
 class _FlushBatch:
     """A flush in flight and what waits for it: sends held back and a token to report."""
 
-    __slots__ = ("ticket", "sends", "token", "report")
+    __slots__ = ("report", "sends", "ticket", "token")
 
     def __init__(self, ticket: FlushTicket) -> None:
         self.ticket = ticket
@@ -110,7 +110,7 @@ class SimNode:
     an earlier incarnation (messages, timers, flush completions) is recognised as stale.
     """
 
-    __slots__ = ("name", "host", "factory", "role", "incarnation", "timer_seq", "flushes", "starts")
+    __slots__ = ("factory", "flushes", "host", "incarnation", "name", "role", "starts", "timer_seq")
 
     def __init__(self, name: str, host: SimHost, factory: RoleFactory) -> None:
         self.name = name
@@ -166,7 +166,7 @@ class Simulator:
             self.start(name)
         return node
 
-    def add_invariant(self, name: str, check: Callable[["Simulator"], str | None]) -> None:
+    def add_invariant(self, name: str, check: Callable[[Simulator], str | None]) -> None:
         """`check(sim)` returns None when the invariant holds, else a one-line description."""
         self.invariants.append((name, check))
 
@@ -271,8 +271,7 @@ class Simulator:
         at = self.now_ms + self._latency() + extra
         key = (src, dst)
         last = self._link_clock.get(key, 0.0)
-        if at < last:
-            at = last
+        at = max(at, last)
         self._link_clock[key] = at
         self._seq += 1
         heapq.heappush(self._heap, (at, self._seq, _DELIVER, env, node.incarnation))
