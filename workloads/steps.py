@@ -29,7 +29,7 @@ from .conditions import describe_subject, holds, mismatches
 from .runtime_api import ClusterRuntime, StepFailed
 
 SHUTDOWN_TIMEOUT_MS = 60_000.0
-PROTOCOL_STEPS = ("produce", "consume", "load", "elect", "reassign", "alter_config")
+PROTOCOL_STEPS = ("produce", "consume", "load", "list_offsets", "elect", "reassign", "alter_config")
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,8 @@ from actors.replication.messages import (
     FetchPartition,
     FetchRequest,
     FetchResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
     MetadataRequest,
     MetadataResponse,
 )
@@ -62,6 +64,7 @@ class ConsumerNode:
         self.next_poll_ms: dict[int, float] = {}
         self.metadata_request: tuple[int, float] | None = None
         self.metadata_broker = 0
+        self.list_offsets: dict[int, ListOffsetsResponse | None] = {}  # request id -> answer
 
     def start(self, now_ms: float) -> Output:
         return Output()
@@ -73,6 +76,15 @@ class ConsumerNode:
         self._poll(now_ms, out)
         return self._finish(out)
 
+    def ask_latest_offset(self, topic: str, partition: int, broker: int, now_ms: float) -> tuple[int, Output]:
+        """A local call: send ListOffsets(latest) to `broker`; the answer lands in `list_offsets`."""
+        out = Output()
+        self.next_request_id += 1
+        rid = self.next_request_id
+        self.list_offsets[rid] = None
+        out.send(Envelope(self.node_id, f"b{broker}", ListOffsetsRequest(rid, topic, partition)))
+        return rid, self._finish(out)
+
     def stop_following(self) -> None:
         for r in self.readings.values():
             r.done = True
@@ -82,6 +94,9 @@ class ConsumerNode:
         p = env.payload
         if isinstance(p, FetchResponse):
             self._on_fetch(p, now_ms)
+        elif isinstance(p, ListOffsetsResponse):
+            if p.request_id in self.list_offsets:
+                self.list_offsets[p.request_id] = p
         elif isinstance(p, MetadataResponse):
             if self.metadata_request is not None and p.request_id == self.metadata_request[0]:
                 self.metadata_request = None

@@ -11,6 +11,7 @@ from .schema import (
     ConsumeStep,
     CrashStep,
     ElectStep,
+    ListOffsetsStep,
     ExpectStep,
     HealStep,
     IsolateStep,
@@ -131,7 +132,7 @@ def _steps(sc: Scenario) -> Iterator[Problem]:
                 yield from _node(sc, a.to_node, f"{at}.to")
             case WaitForStep(wait_for=c) | ExpectStep(expect=c):
                 yield from _condition(sc, c, at)
-            case ElectStep(elect=a):
+            case ElectStep(elect=a) | ListOffsetsStep(list_offsets=a):
                 yield from _partition(sc, a.partition, f"{at}.partition")
             case ReassignStep(reassign=a):
                 yield from _partition(sc, a.partition, f"{at}.partition")

@@ -392,6 +392,15 @@ class LoadArgs(Strict):
     duration_ms: PositiveInt | None = None
 
 
+class ListOffsetsArgs(Strict):
+    """ListOffsets(latest) to the partition's current leader (addition to contract.md): `expect` is
+    `not_available` (the leader does not trust its HWM yet, §6.4.2), a number or a comparison."""
+
+    partition: PartitionRef
+    expect: Literal["not_available", "any"] | NumberCond = "any"
+    timeout_ms: PositiveInt = 5_000
+
+
 class CrashArgs(Strict):
     node: NodeRef
     mode: Literal["process", "os", "disk"]
@@ -461,6 +470,10 @@ class LoadStep(StepBase):
     load: LoadArgs
 
 
+class ListOffsetsStep(StepBase):
+    list_offsets: ListOffsetsArgs
+
+
 class CrashStep(StepBase):
     crash: CrashArgs
 
@@ -528,6 +541,7 @@ STEP_TYPES: dict[str, type[StepBase]] = {
     "produce": ProduceStep,
     "consume": ConsumeStep,
     "load": LoadStep,
+    "list_offsets": ListOffsetsStep,
     "crash": CrashStep,
     "restart": RestartStep,
     "shutdown": ShutdownStep,

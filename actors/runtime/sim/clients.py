@@ -87,6 +87,30 @@ class SimClients:
         if args.expect_values is not None and got != list(args.expect_values):
             raise StepFailed(f"consume: expected values {args.expect_values}, read {got}")
 
+    def list_offsets(self, args, leader: int | None) -> None:
+        from kraftlab.scenario.schema import split_partition_ref
+        from workloads.conditions import matches
+
+        if leader is None:
+            raise StepFailed(f"list_offsets: {args.partition} has no leader now")
+        topic, p = split_partition_ref(args.partition)
+        sim = self.cluster.sim
+        box = {}
+        sim.invoke(CONSUMER, lambda role, now: _keep(box, role.ask_latest_offset(topic, p, leader, now)))
+        answers = self.role(CONSUMER).list_offsets
+        rid = box["rid"]
+        if not sim.run_for(args.timeout_ms, stop=lambda: answers[rid] is not None):
+            raise StepFailed(f"list_offsets: broker {leader} did not answer within {args.timeout_ms} ms")
+        resp = answers.pop(rid)
+        got = "not_available" if resp.error == "OFFSET_NOT_AVAILABLE" else (resp.error or resp.offset)
+        self.cluster.record("list_offsets_done", partition=args.partition, broker=leader, answer=got)
+        expected = args.expect
+        if expected == "any":
+            return
+        ok = got == expected if isinstance(expected, str) or isinstance(got, str) else matches(expected, got, "offset")
+        if not ok:
+            raise StepFailed(f"list_offsets {args.partition} from broker {leader}: expected {expected}, got {got}")
+
     def load(self, args, topics: dict[str, int]) -> None:
         """Start background load: open-loop producers and following consumers."""
         names = args.topics or sorted(topics)
@@ -141,6 +165,11 @@ class SimClients:
             if not any(_holds(log, b) for log in candidates):
                 lost += b.count
         return lost
+
+
+def _keep(box: dict, answer):
+    box["rid"], out = answer
+    return out
 
 
 def _holds(log, b) -> bool:

@@ -329,6 +329,9 @@ class SimCluster:
             return
         if kind == "produce":
             return self.clients.produce(args)
+        if kind == "list_offsets":
+            state = self._view.partitions().get(args.partition)
+            return self.clients.list_offsets(args, None if state is None else state.leader)
         if kind == "consume":
             return self.clients.consume(args)
         if kind == "load":
