@@ -54,6 +54,7 @@ class ConsumerNode:
         self.node_id = ctx.node_id
         self.brokers = brokers
         self.leaders: dict[tuple[str, int], int | None] = {}
+        self.leader_epochs: dict[tuple[str, int], int] = {}
         self.readings: dict[int, Reading] = {}
         # Everything read, per partition: offset -> (value, identity). Invariant: an offset once
         # read keeps the identity it was read with here (a changed one is a ConsistentRead breach).
@@ -101,15 +102,19 @@ class ConsumerNode:
             if self.metadata_request is not None and p.request_id == self.metadata_request[0]:
                 self.metadata_request = None
                 for pm in p.partitions:
-                    self.leaders[(pm.topic, pm.partition)] = pm.leader
+                    key = (pm.topic, pm.partition)
+                    # Metadata from a broker that is behind (an older leader epoch) is ignored, as
+                    # Kafka clients do.
+                    if pm.leader_epoch >= self.leader_epochs.get(key, -1):
+                        self.leader_epochs[key] = pm.leader_epoch
+                        self.leaders[key] = pm.leader
         self._poll(now_ms, out)
         return self._finish(out)
 
     def tick(self, now_ms: float) -> Output:
         out = Output()
         if self.metadata_request is not None and now_ms >= self.metadata_request[1] + REQUEST_TIMEOUT_MS:
-            self.metadata_request = None
-            self.metadata_broker += 1
+            self.metadata_request = None  # the next ask goes to the next broker
         for cid, (_, sent) in list(self.in_flight.items()):
             if now_ms >= sent + REQUEST_TIMEOUT_MS:
                 del self.in_flight[cid]

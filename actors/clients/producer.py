@@ -244,7 +244,12 @@ class ProducerNode:
         self.metadata_request = None
         self.metadata_wanted = False
         for pm in resp.partitions:
-            self.leaders[(pm.topic, pm.partition)] = (pm.leader, pm.leader_epoch)
+            key = (pm.topic, pm.partition)
+            # Metadata from a broker that is behind (an older leader epoch) is ignored, as Kafka
+            # clients do; a leader we failed to reach is asked again only with newer news.
+            known = self.leaders.get(key)
+            if known is None or pm.leader_epoch > known[1] or (pm.leader_epoch == known[1] and known[0] is not None):
+                self.leaders[key] = (pm.leader, pm.leader_epoch)
         if any(self.leaders.get(k, (None, 0))[0] is None for k, q in self.queues.items() if q):
             self.metadata_wanted = True  # some partition has no leader yet: ask again after a back-off
             self.metadata_broker += 1
