@@ -226,7 +226,7 @@ class PartitionLog:
     @classmethod
     def recover(cls, directory: str, files: Mapping[str, bytes], out: Output) -> PartitionLog:
         """The log as its files survived. A torn or corrupt tail (CRC) and anything after a gap are
-        cut off; the epoch cache keeps only entries that start at or below the recovered LEO and
+        cut off; the epoch cache keeps only entries that start below the recovered LEO and
         gains any epoch the batches show (Kafka truncates the cache to the log end on load)."""
         log = cls(directory)
         data = files.get(log.log_path, b"")
@@ -245,7 +245,7 @@ class PartitionLog:
         cached = [tuple(p) for p in unpack(files[log.epoch_path])] if files.get(log.epoch_path) else []
         epochs: list[tuple[int, int]] = []
         for epoch, start in cached:
-            if start <= log.end_offset and (not epochs or epoch > epochs[-1][0]):
+            if start < log.end_offset and (not epochs or epoch > epochs[-1][0]):
                 epochs.append((epoch, start))
         for b in log.batches:  # epochs the batches show that the checkpoint missed
             if not epochs or b.leader_epoch > epochs[-1][0]:

@@ -59,6 +59,7 @@ class ConsumerNode:
         # Everything read, per partition: offset -> (value, identity). Invariant: an offset once
         # read keeps the identity it was read with here (a changed one is a ConsistentRead breach).
         self.reads: dict[tuple[str, int], dict[int, tuple[str, tuple[int, int, int]]]] = {}
+        self.read_order: dict[tuple[str, int], list[int]] = {}  # the offsets of `reads`, as first read
         self.consumed = 0
         self.next_request_id = 0
         self.in_flight: dict[int, tuple[int, float]] = {}  # command -> (request id, sent at)
@@ -168,6 +169,7 @@ class ConsumerNode:
             return
         got = 0
         seen = self.reads.setdefault(key, {})
+        order = self.read_order.setdefault(key, [])
         for b in fp.batches:
             values = unpack(b.records)
             for i, value in enumerate(values):
@@ -176,7 +178,9 @@ class ConsumerNode:
                     continue
                 if offset != r.position:
                     break
-                seen[offset] = (value, (b.crc, i, b.leader_epoch))
+                if offset not in seen:  # the first read of an offset is what it must stay
+                    order.append(offset)
+                    seen[offset] = (value, (b.crc, i, b.leader_epoch))
                 r.values.append(value)
                 r.position += 1
                 got += 1

@@ -1,0 +1,116 @@
+"""The partition log (storage/partition_log.py): batches, the leader-epoch cache and recovery from
+the files a crash left (kafka-replication-deep-dive.txt for offsets; replication-correctness.md
+§6.6 for epochs and divergence)."""
+
+from actors.contract import Append, Output, Replace, Truncate
+from storage.codec import frame, pack
+from storage.partition_log import PartitionLog, RecordBatch, partition_dirs
+
+
+def batch(values, epoch, base=0, pid=-1, seq=-1):
+    return RecordBatch.of(pack(list(values)), len(values), pid, seq).stamped(base, epoch)
+
+
+def files_of(out: Output) -> dict[str, bytes]:
+    """Replay storage ops into a dict of files (what a disk would hold)."""
+    files: dict[str, bytearray] = {}
+    for op in out.storage:
+        if isinstance(op, Append):
+            files.setdefault(op.path, bytearray()).extend(op.data)
+        elif isinstance(op, Truncate):
+            del files.setdefault(op.path, bytearray())[op.size :]
+        elif isinstance(op, Replace):
+            files[op.path] = bytearray(op.data)
+    return {k: bytes(v) for k, v in files.items()}
+
+
+def log_with(*epochs_and_counts):
+    """A log with one batch per (epoch, count)."""
+    log, out = PartitionLog("partitions/t-0"), Output()
+    for epoch, count in epochs_and_counts:
+        log.append(batch([f"v{log.end_offset + i}" for i in range(count)], epoch, log.end_offset), out)
+    return log, out
+
+
+def test_offsets_are_contiguous_and_the_leo_is_exclusive():
+    log, _ = log_with((0, 3), (0, 2))
+    assert log.end_offset == 5 and [b.base_offset for b in log.batches] == [0, 3]
+    assert log.identity_at(4)[1] == 1 and log.identity_at(5) is None
+
+
+def test_the_epoch_cache_records_where_each_epoch_starts():
+    log, _ = log_with((0, 3), (2, 2), (5, 1))
+    assert log.epochs == [(0, 0), (2, 3), (5, 5)]
+
+
+def test_end_offset_for_epoch_is_the_start_of_the_next_epoch_or_the_leo():
+    """Kafka's OffsetsForLeaderEpoch, the basis of divergence detection (§6.6)."""
+    log, _ = log_with((0, 3), (2, 2), (5, 1))
+    assert log.end_offset_for_epoch(0) == (0, 3)
+    assert log.end_offset_for_epoch(1) == (0, 3)  # largest epoch <= 1 is 0
+    assert log.end_offset_for_epoch(2) == (2, 5)
+    assert log.end_offset_for_epoch(9) == (5, 6)
+
+
+def test_truncation_removes_whole_batches_and_later_epochs():
+    log, out = log_with((0, 3), (2, 2))
+    assert log.truncate_to(4, out) == 3  # the batch holding offset 4 starts at 3: it goes whole
+    assert log.epochs == [(0, 0)] and log.version == 1
+
+
+def test_a_new_leader_records_its_epoch_start_even_with_nothing_appended():
+    log, out = log_with((0, 3))
+    log.assign_epoch(4, 3, out)
+    assert log.epochs == [(0, 0), (4, 3)]
+    assert log.end_offset_for_epoch(3) == (0, 3)
+
+
+def test_an_epoch_left_by_a_leadership_that_wrote_nothing_gives_way_to_older_batches():
+    """Kafka's LeaderEpochFileCache.assign drops entries the new one contradicts."""
+    log, out = log_with((0, 3))
+    log.assign_epoch(5, 3, out)  # led epoch 5 briefly, wrote nothing
+    log.append(batch(["x"], 4, 3), out)  # then followed a leader holding epoch 4 data
+    assert log.epochs == [(0, 0), (4, 3)]
+
+
+def test_recovery_rebuilds_the_log_and_cuts_a_torn_tail():
+    log, out = log_with((0, 3), (1, 2))
+    files = files_of(out)
+    files[log.log_path] += frame(batch(["torn"], 1, 5).encode())[:-3]  # a write cut short
+    recovered_out = Output()
+    recovered = PartitionLog.recover(log.directory, files, recovered_out)
+    assert recovered.end_offset == 5 and recovered.epochs == [(0, 0), (1, 3)]
+    assert any(isinstance(op, Truncate) and op.path == log.log_path for op in recovered_out.storage)
+
+
+def test_recovery_drops_epoch_entries_beyond_the_recovered_log():
+    log, out = log_with((0, 3), (1, 2))
+    files = files_of(out)
+    files[log.log_path] = files[log.log_path][: len(frame(log.batches[0].encode()))]  # page cache lost batch 2
+    recovered = PartitionLog.recover(log.directory, files, Output())
+    assert recovered.end_offset == 3 and recovered.epochs == [(0, 0)]
+
+
+def test_a_corrupt_batch_ends_the_valid_log():
+    log, out = log_with((0, 2), (0, 2))
+    files = files_of(out)
+    data = bytearray(files[log.log_path])
+    data[-1] ^= 0xFF  # flip a bit in the last batch
+    files[log.log_path] = bytes(data)
+    assert PartitionLog.recover(log.directory, files, Output()).end_offset == 2
+
+
+def test_idempotent_producer_state_follows_the_log():
+    log, out = PartitionLog("partitions/t-0"), Output()
+    log.append(batch(["a", "b"], 0, 0, pid=7, seq=0), out)
+    log.append(batch(["c"], 0, 2, pid=7, seq=2), out)
+    assert log.producers[7].last_sequence == 2 and log.producers[7].base_offset == 2
+    log.truncate_to(2, out)
+    assert log.producers[7].last_sequence == 1
+
+
+def test_replica_directories_are_found_among_a_nodes_files():
+    assert partition_dirs({"partitions/my-topic-3/log": b"", "raft/log": b"", "partitions/t-0/leader-epoch-checkpoint": b""}) == [
+        ("my-topic", 3, "partitions/my-topic-3"),
+        ("t", 0, "partitions/t-0"),
+    ]
