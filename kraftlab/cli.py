@@ -98,7 +98,9 @@ def scenarios() -> None:
     table = Table("name", "description")
     for name, path in library_scenarios().items():
         raw = parse_yaml(path.read_text(), str(path))
-        table.add_row(name, str(raw.get("description", "")).strip().split("\n")[0])
+        text = " ".join(str(raw.get("description", "")).split())
+        first = text.split(". ")[0].rstrip(".")  # the first sentence says what it shows
+        table.add_row(name, first + ("." if first else ""))
     out.print(table)
 
 
