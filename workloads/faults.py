@@ -23,6 +23,9 @@ class FaultProfile:
     mean_interval_ms: float = 5_000.0
     duration_ms: float = 60_000.0
     mean_outage_ms: float = 4_000.0  # how long a crash or network fault lasts, on average
+    # A `link` fault drops a share of the messages in this range and delays the rest by this much.
+    link_drop: tuple[float, float] = (0.1, 1.0)
+    link_delay_ms: tuple[float, float] = (0.0, 50.0)
 
 
 @dataclass(frozen=True)
@@ -79,7 +82,7 @@ class FaultSchedule:
                 schedule.actions.append(FaultAction(t + outage, "heal", ()))
             elif kind == "link":
                 src, dst = rng.sample(list(nodes), 2)
-                schedule.actions.append(FaultAction(t, "link", (src, dst), drop=round(rng.uniform(0.1, 1.0), 3), delay_ms=round(rng.uniform(0, 50), 1)))
+                schedule.actions.append(FaultAction(t, "link", (src, dst), drop=round(rng.uniform(*profile.link_drop), 3), delay_ms=round(rng.uniform(*profile.link_delay_ms), 1)))
                 schedule.actions.append(FaultAction(t + outage, "heal", (src,)))
         schedule.actions.sort(key=lambda a: a.at_ms)
         return schedule

@@ -125,6 +125,7 @@ class PartitionReplica:
         self.partition_epoch = -1
         self.pending_isr: tuple[int, ...] | None = None  # proposed, not yet committed
         self.pending_recovery: str | None = None
+        self.awaiting_metadata = False  # a proposal was refused as stale: wait for the metadata log
         self.alter_sent_ms = 0.0
         self.followers: dict[int, FollowerState] = {}
         self.durable_end = log.end_offset  # the leader's own LEO counted toward the HWM
@@ -194,6 +195,7 @@ class PartitionReplica:
         self.partition_epoch = rec.partition_epoch
         self.isr = rec.isr
         self.pending_isr = None
+        self.awaiting_metadata = False
         self.followers = {}
         if not self.env.settings.protocol.leader_epoch_truncation and self.log.end_offset > self.hwm:
             # Before KIP-101 a follower cut its log to its local HWM before fetching again.
@@ -218,6 +220,7 @@ class PartitionReplica:
         if self.is_leader:
             self.pending_isr = None  # the committed state replaces any proposal (Kafka does too)
             self.pending_recovery = None
+            self.awaiting_metadata = False
             for b in rec.replicas:
                 if b != self.env.broker_id and b not in self.followers:
                     self.followers[b] = FollowerState()
@@ -420,6 +423,7 @@ class PartitionReplica:
 
     def _propose_isr(self, new_isr: tuple[int, ...], now_ms: float, out: Output, recovery: str | None = None) -> None:
         self.pending_isr = new_isr
+        self.awaiting_metadata = False
         self.pending_recovery = recovery
         self._send_alter_partition(now_ms, out)
         # The Maximal ISR applies at once; the HWM may move (a shrink without the Maximal ISR).
@@ -460,9 +464,15 @@ class PartitionReplica:
             self._after_isr_change(now_ms, out)
         elif resp.error in ("NOT_CONTROLLER", "REQUEST_TIMED_OUT"):
             return  # retried by tick
+        elif resp.error in ("INVALID_UPDATE_VERSION", "FENCED_LEADER_EPOCH"):
+            # Our view is stale: the controller's committed state may already hold this very
+            # proposal (an earlier attempt whose answer was lost). Keep the Maximal ISR and stop
+            # retrying until the metadata log tells us the committed state (Kafka does the same).
+            out.emit("isr_change_rejected", partition=self.name, error=resp.error, proposed=list(self.pending_isr))
+            self.awaiting_metadata = True
         else:
-            # Rejected (stale partition/leader epoch, ineligible replica...): roll back to the last
-            # committed state (§6.5.2) and wait for metadata to catch up.
+            # Rejected as it stands (an ineligible replica...): the committed state is the one we
+            # know, so roll back to it (§6.5.2).
             out.emit("isr_change_rejected", partition=self.name, error=resp.error, proposed=list(self.pending_isr))
             self.pending_isr = None
             self.pending_recovery = None
@@ -547,7 +557,7 @@ class PartitionReplica:
         if not self.is_leader:
             return None
         deadlines = [min(w.deadline_ms for w in self.waiting)] if self.waiting else []
-        if self.pending_isr is not None:
+        if self.pending_isr is not None and not self.awaiting_metadata:
             deadlines.append(self.alter_sent_ms + ALTER_PARTITION_RETRY_MS)
         return min(deadlines) if deadlines else None
 
@@ -561,7 +571,7 @@ class PartitionReplica:
                 for w in expired:
                     resp = ProduceResponse(w.request.request_id, self.topic, self.partition, REQUEST_TIMED_OUT, w.base_offset)
                     out.send(Envelope(self.env.node_id, w.reply_to, resp))
-        if self.pending_isr is not None and now_ms >= self.alter_sent_ms + ALTER_PARTITION_RETRY_MS:
+        if self.pending_isr is not None and not self.awaiting_metadata and now_ms >= self.alter_sent_ms + ALTER_PARTITION_RETRY_MS:
             self._send_alter_partition(now_ms, out)
 
     def log_info(self) -> tuple[int, int]:

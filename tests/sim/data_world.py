@@ -1,7 +1,7 @@
 """A randomized whole-cluster run with the data plane under load, for sweeps (issue 4): 3 voters,
 3 brokers, a topic of 2 partitions with RF 3 and MinISR 2 on page-cache storage; an acks=all
-producer and a following consumer run throughout; random OS and process crashes, isolations and
-partitions hit brokers and voters for SAFETY_MS; then every fault heals.
+producer and a following consumer run throughout; random OS and process crashes, isolations,
+partitions and slow or lossy links hit brokers and voters for SAFETY_MS; then every fault heals.
 
 After every event the simulator checks the partition and KRaft invariants of protocol-facts.md and
 the quorum disruption checks; `run_seed` returns the cluster and whether it recovered (every
@@ -9,6 +9,8 @@ partition led, the producer acknowledged records again) within BOUND_MS of heali
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import yaml
 
@@ -21,7 +23,15 @@ from workloads.faults import FaultProfile, FaultSchedule
 
 SAFETY_MS = 30_000
 BOUND_MS = 30_000
-PROFILE = FaultProfile(kinds=("crash_os", "crash_process", "isolate", "partition"), mean_interval_ms=4_000, duration_ms=SAFETY_MS)
+# Links may also become slow (up to 15 s: longer than a broker session, so a message can outlive
+# the sender's broker epoch, as in §6.5.1 case 3) or lossy.
+PROFILE = FaultProfile(
+    kinds=("crash_os", "crash_process", "isolate", "partition", "link"),
+    mean_interval_ms=4_000,
+    duration_ms=SAFETY_MS,
+    link_drop=(0.0, 0.3),
+    link_delay_ms=(0.0, 15_000.0),
+)
 SCENARIO = """
 name: data-sweep
 cluster:
@@ -44,7 +54,7 @@ def run_seed(seed: int, *, safety_ms: float = SAFETY_MS, **protocol):
     sim.add_invariant_set(QuorumDisruption(sim, cluster.settings.voters).check)
     cluster.clients.load(LoadArgs(producers=1, consumers=1, rate_per_s=50, acks="all"), {"t": 2})
     nodes = tuple(n for n in sim.nodes if n[0] in "bc" and n[1:].isdigit())
-    profile = FaultProfile(PROFILE.kinds, PROFILE.mean_interval_ms, safety_ms, PROFILE.mean_outage_ms)
+    profile = replace(PROFILE, duration_ms=safety_ms)
     start = sim.now_ms
     schedule_faults(sim, FaultSchedule.draw(seed, nodes, profile), start_ms=start)
     sim.run_until(start + safety_ms)

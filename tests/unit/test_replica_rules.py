@@ -250,3 +250,14 @@ def test_records_are_appended_from_the_fetch_offset_and_the_epoch_cache_follows(
     assert f.leo == 3 and f.hwm == 3 and f.log.epochs == [(1, 0), (4, 1)]
 
 
+
+
+def test_a_stale_version_refusal_keeps_the_maximal_isr_until_the_metadata_says():
+    """The refused request may be a retry of one the controller already committed (its answer
+    lost): rolling back would let the leader replicate to less than the controller's ISR."""
+    r, _ = leader(isr=(1, 2))
+    fetch(r, 3, 0)
+    r.on_alter_partition_response(AlterPartitionResponse("INVALID_UPDATE_VERSION", "t", 0), 0.0, Output())
+    assert r.maximal_isr() == {1, 2, 3} and r.next_deadline() is None  # no retry: wait for metadata
+    r.on_partition_change(PartitionRecord("t", 0, (1, 2, 3), (1, 2, 3), (), (), 1, 5, 8), 0.0, Output())
+    assert r.isr == (1, 2, 3) and r.pending_isr is None
