@@ -233,9 +233,11 @@ class Controller:
         self._answer(answer, after - 1 if after > before else None, out)
 
     def _on_alter_partition(self, env: Envelope, req: AlterPartitionRequest, now_ms: float, out: Output) -> None:
+        echo = {"request_leader_epoch": req.leader_epoch, "request_partition_epoch": req.partition_epoch}
+
         def fail(error: str) -> None:
             out.emit("alter_partition_rejected", partition=f"{req.topic}-{req.partition}", error=error, broker=req.broker_id)
-            out.send(self._reply(env, AlterPartitionResponse(error, req.topic, req.partition, controller=self.raft.leader)))
+            out.send(self._reply(env, AlterPartitionResponse(error, req.topic, req.partition, controller=self.raft.leader, **echo)))
 
         if not self.active:
             return fail(NOT_CONTROLLER)
@@ -272,10 +274,10 @@ class Controller:
             recovery_state=RECOVERED if req.leader_recovery_state == RECOVERED else None,
         )
         if new is None:
-            out.send(self._reply(env, AlterPartitionResponse(None, req.topic, req.partition, part)))
+            out.send(self._reply(env, AlterPartitionResponse(None, req.topic, req.partition, part, **echo)))
             return
         last = self._propose([new], now_ms, out)
-        self._answer(self._reply(env, AlterPartitionResponse(None, req.topic, req.partition, new)), last, out)
+        self._answer(self._reply(env, AlterPartitionResponse(None, req.topic, req.partition, new, **echo)), last, out)
         self._maybe_complete_reassignment(new, now_ms, out)
 
     # --- unclean recovery (KIP-966) -------------------------------------------------------------

@@ -69,3 +69,7 @@ class AlterPartitionResponse:
     partition: int
     state: PartitionRecord | None = None  # the committed new state on success
     controller: str | None = None
+    # Echoed from the request, so a leader can tell the answer to its latest proposal from a late
+    # answer to an earlier one.
+    request_leader_epoch: int = -1
+    request_partition_epoch: int = -1

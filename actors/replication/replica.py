@@ -60,6 +60,7 @@ if TYPE_CHECKING:
 
 MAX_FETCH_BATCHES = 256
 ALTER_PARTITION_RETRY_MS = 1_000
+STALE_PROPOSAL_RETRY_MS = 5_000  # after a stale-version refusal, if no metadata update came
 
 
 class ReplicaEnv(Protocol):
@@ -451,6 +452,8 @@ class PartitionReplica:
     def on_alter_partition_response(self, resp: AlterPartitionResponse, now_ms: float, out: Output) -> None:
         if not self.is_leader or self.pending_isr is None:
             return
+        if (resp.request_leader_epoch, resp.request_partition_epoch) != (self.leader_epoch, self.partition_epoch):
+            return  # a late answer to a proposal made from an older partition state
         if resp.error is None and resp.state is not None:
             st = resp.state
             if st.leader_epoch != self.leader_epoch or st.partition_epoch <= self.partition_epoch:
@@ -466,10 +469,13 @@ class PartitionReplica:
             return  # retried by tick
         elif resp.error in ("INVALID_UPDATE_VERSION", "FENCED_LEADER_EPOCH"):
             # Our view is stale: the controller's committed state may already hold this very
-            # proposal (an earlier attempt whose answer was lost). Keep the Maximal ISR and stop
-            # retrying until the metadata log tells us the committed state (Kafka does the same).
+            # proposal (an earlier attempt whose answer was lost). Keep the Maximal ISR and wait
+            # for the metadata log to tell us the committed state, as Kafka does; ask again only
+            # after a long pause, in case the refusal came from a controller's uncommitted state
+            # that a controller failover since threw away (then no metadata update will come).
             out.emit("isr_change_rejected", partition=self.name, error=resp.error, proposed=list(self.pending_isr))
             self.awaiting_metadata = True
+            self.alter_sent_ms = now_ms
         else:
             # Rejected as it stands (an ineligible replica...): the committed state is the one we
             # know, so roll back to it (§6.5.2).
@@ -557,9 +563,12 @@ class PartitionReplica:
         if not self.is_leader:
             return None
         deadlines = [min(w.deadline_ms for w in self.waiting)] if self.waiting else []
-        if self.pending_isr is not None and not self.awaiting_metadata:
-            deadlines.append(self.alter_sent_ms + ALTER_PARTITION_RETRY_MS)
+        if self.pending_isr is not None:
+            deadlines.append(self.alter_sent_ms + self._alter_retry_ms())
         return min(deadlines) if deadlines else None
+
+    def _alter_retry_ms(self) -> float:
+        return STALE_PROPOSAL_RETRY_MS if self.awaiting_metadata else ALTER_PARTITION_RETRY_MS
 
     def tick(self, now_ms: float, out: Output) -> None:
         if not self.is_leader:
@@ -571,7 +580,7 @@ class PartitionReplica:
                 for w in expired:
                     resp = ProduceResponse(w.request.request_id, self.topic, self.partition, REQUEST_TIMED_OUT, w.base_offset)
                     out.send(Envelope(self.env.node_id, w.reply_to, resp))
-        if self.pending_isr is not None and not self.awaiting_metadata and now_ms >= self.alter_sent_ms + ALTER_PARTITION_RETRY_MS:
+        if self.pending_isr is not None and now_ms >= self.alter_sent_ms + self._alter_retry_ms():
             self._send_alter_partition(now_ms, out)
 
     def log_info(self) -> tuple[int, int]:

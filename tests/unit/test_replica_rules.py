@@ -154,7 +154,7 @@ def test_the_maximal_isr_counts_a_proposed_member_at_once_and_rolls_back_on_reje
     produce(r, 10)
     fetch(r, 2, 10)
     assert r.hwm == 0  # §6.5.2: r3 in the Maximal ISR holds the HWM back
-    r.on_alter_partition_response(AlterPartitionResponse("INELIGIBLE_REPLICA", "t", 0), 0.0, Output())
+    r.on_alter_partition_response(AlterPartitionResponse("INELIGIBLE_REPLICA", "t", 0, request_leader_epoch=5, request_partition_epoch=7), 0.0, Output())
     assert r.pending_isr is None and r.maximal_isr() == {1, 2}
 
 
@@ -170,7 +170,7 @@ def test_a_committed_expansion_becomes_the_isr():
     r, _ = leader(isr=(1, 2))
     fetch(r, 3, 0)
     new = PartitionRecord("t", 0, (1, 2, 3), (1, 2, 3), (), (), 1, 5, 8)
-    r.on_alter_partition_response(AlterPartitionResponse(None, "t", 0, new), 0.0, Output())
+    r.on_alter_partition_response(AlterPartitionResponse(None, "t", 0, new, request_leader_epoch=5, request_partition_epoch=7), 0.0, Output())
     assert r.isr == (1, 2, 3) and r.partition_epoch == 8 and r.pending_isr is None
 
 
@@ -257,7 +257,15 @@ def test_a_stale_version_refusal_keeps_the_maximal_isr_until_the_metadata_says()
     lost): rolling back would let the leader replicate to less than the controller's ISR."""
     r, _ = leader(isr=(1, 2))
     fetch(r, 3, 0)
-    r.on_alter_partition_response(AlterPartitionResponse("INVALID_UPDATE_VERSION", "t", 0), 0.0, Output())
-    assert r.maximal_isr() == {1, 2, 3} and r.next_deadline() is None  # no retry: wait for metadata
+    r.on_alter_partition_response(AlterPartitionResponse("INVALID_UPDATE_VERSION", "t", 0, request_leader_epoch=5, request_partition_epoch=7), 0.0, Output())
+    assert r.maximal_isr() == {1, 2, 3} and r.next_deadline() == 5_000.0  # wait for metadata (or ask again later)
     r.on_partition_change(PartitionRecord("t", 0, (1, 2, 3), (1, 2, 3), (), (), 1, 5, 8), 0.0, Output())
     assert r.isr == (1, 2, 3) and r.pending_isr is None
+
+
+def test_a_late_answer_to_an_earlier_proposal_is_ignored():
+    r, _ = leader(isr=(1, 2))
+    fetch(r, 3, 0)
+    late = AlterPartitionResponse("INVALID_UPDATE_VERSION", "t", 0, request_leader_epoch=5, request_partition_epoch=6)
+    r.on_alter_partition_response(late, 0.0, Output())
+    assert not r.awaiting_metadata and r.next_deadline() is not None  # still retrying its own
