@@ -14,3 +14,14 @@ def test_library_scenario_passes(name, tmp_path):
     result = run_scenario(scenario, source=name, out_dir=tmp_path / "run")
     summary = result.summary
     assert summary["ok"], (summary["failures"], summary["violations"])
+
+
+def test_a_data_plane_scenario_replays_to_the_same_trace_hash(tmp_path):
+    path = library_scenarios()["last-replica-standing-no-elr"]
+    hashes = []
+    for i in range(2):
+        scenario, _ = load_scenario(str(path))
+        hashes.append(run_scenario(scenario, source="x", out_dir=tmp_path / f"run{i}").summary["stats"]["trace_hash"])
+    scenario, _ = load_scenario(str(path), seed=1)
+    other = run_scenario(scenario, source="x", out_dir=tmp_path / "other").summary["stats"]["trace_hash"]
+    assert hashes[0] == hashes[1] != other
