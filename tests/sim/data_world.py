@@ -38,27 +38,34 @@ cluster:
   brokers: 3
   controllers: 3
   storage: page_cache
-  config: {min.insync.replicas: 2, replica.lag.time.max.ms: 5000}
+  config: {min.insync.replicas: 2, replica.lag.time.max.ms: 5000, broker.heartbeat.interval.ms: 1000, broker.session.timeout.ms: 3000}
   disk: {dirty_expire_ms: 10000}
 topics: [{name: t, partitions: 2, replication_factor: 3}]
 """
 SWITCHES = ("elr", "maximal_isr", "strict_min_isr", "broker_epoch_in_alter_partition", "leader_epoch_truncation", "prevote", "check_quorum", "raft_fsync")
 
 
-def run_seed(seed: int, *, safety_ms: float = SAFETY_MS, **protocol):
+# A profile that favours the §6.5.1 case 3 race: slow links (a fetch outliving its sender's broker
+# epoch), lossy OS crashes, and a light load (so that the HWM does not move past the stale fetch).
+SLOW_LINKS = replace(PROFILE, kinds=("crash_os", "link", "link", "isolate"), mean_interval_ms=2_000)
+
+
+def run_seed(
+    seed: int, *, safety_ms: float = SAFETY_MS, profile: FaultProfile = PROFILE, rate_per_s: float = 50, brokers_only: bool = False, **protocol
+):
     raw = yaml.safe_load(SCENARIO)
     raw["seed"] = seed
     raw["cluster"]["protocol"] = protocol
     cluster = SimCluster(validate(raw, "data-sweep.yaml"))
     sim = cluster.sim
     sim.add_invariant_set(QuorumDisruption(sim, cluster.settings.voters).check)
-    cluster.clients.load(LoadArgs(producers=1, consumers=1, rate_per_s=50, acks="all"), {"t": 2})
-    nodes = tuple(n for n in sim.nodes if n[0] in "bc" and n[1:].isdigit())
-    profile = replace(PROFILE, duration_ms=safety_ms)
+    cluster.clients.load(LoadArgs(producers=1, consumers=1, rate_per_s=rate_per_s, acks="all"), {"t": 2})
+    nodes = tuple(n for n in sim.nodes if n[0] in ("b" if brokers_only else "bc") and n[1:].isdigit())
+    profile = replace(profile, duration_ms=safety_ms)
     start = sim.now_ms
     schedule_faults(sim, FaultSchedule.draw(seed, nodes, profile), start_ms=start)
     sim.run_until(start + safety_ms)
-    heal_everything(sim, nodes)
+    heal_everything(sim, tuple(n for n in sim.nodes if n[0] in "bc" and n[1:].isdigit()))
     healed = sim.now_ms
     acked_at_heal = cluster.clients.counters(with_lost=False)["acked"]
 
