@@ -1,7 +1,7 @@
 """A randomized whole-cluster run with the data plane under load, for sweeps (issue 4): 3 voters,
 3 brokers, a topic of 2 partitions with RF 3 and MinISR 2 on page-cache storage; an acks=all
 producer and a following consumer run throughout; random OS and process crashes, isolations,
-partitions and slow or lossy links hit brokers and voters for SAFETY_MS; then every fault heals.
+partitions and slow or lossy links hit brokers and voters (or brokers only) for SAFETY_MS; then every fault heals.
 
 After every event the simulator checks the partition and KRaft invariants of protocol-facts.md and
 the quorum disruption checks; `run_seed` returns the cluster and whether it recovered (every
@@ -71,7 +71,7 @@ def run_seed(
 
     def recovered() -> bool:
         parts = cluster.view().partitions()
-        return all(p.leader is not None for p in parts.values()) and cluster.clients.counters(with_lost=False)["acked"] > acked_at_heal + 50
+        return all(p.leader is not None for p in parts.values()) and cluster.clients.counters(with_lost=False)["acked"] > acked_at_heal + rate_per_s
 
     ok = sim.run_until(healed + BOUND_MS, stop=recovered)
     return cluster, ok, sim.now_ms - healed

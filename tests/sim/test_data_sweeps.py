@@ -46,29 +46,31 @@ def test_300_seeds_with_every_switch_on_keep_every_invariant_and_recover():
 
 # Seeds to try per switch (the measured first catches are printed; the budgets leave room). The
 # §6.5.1 case 3 race behind broker_epoch_in_alter_partition needs a fetch to outlive its sender's
-# broker epoch, so its search uses the slow-links profile with a light load.
+# broker epoch, so its search uses the slow-links profile on the brokers with a trickle of load
+# (found at seed 161). elr needs the Last Replica Standing to happen by chance (seed 173).
 SEARCH = {
-    "elr": (60, PROFILE, 50),
-    "maximal_isr": (60, PROFILE, 50),
-    "strict_min_isr": (60, PROFILE, 50),
-    "broker_epoch_in_alter_partition": (300, SLOW_LINKS, 5),
-    "leader_epoch_truncation": (60, PROFILE, 50),
-    "prevote": (60, PROFILE, 50),
-    "check_quorum": (60, PROFILE, 50),
-    "raft_fsync": (200, PROFILE, 50),
+    "elr": (250, PROFILE, 50, False),
+    "maximal_isr": (60, PROFILE, 50, False),
+    "strict_min_isr": (60, PROFILE, 50, False),
+    "broker_epoch_in_alter_partition": (250, SLOW_LINKS, 1, True),
+    "leader_epoch_truncation": (60, PROFILE, 50, False),
+    "prevote": (60, PROFILE, 50, False),
+    "check_quorum": (60, PROFILE, 50, False),
+    "raft_fsync": (200, PROFILE, 50, False),
 }
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("switch", SWITCHES)
 def test_each_switch_turned_off_is_caught_by_some_seed(switch):
-    budget, profile, rate = SEARCH[switch]
+    budget, profile, rate, brokers_only = SEARCH[switch]
+    world = {"profile": profile, "rate_per_s": rate, "brokers_only": brokers_only}
     for seed in range(budget):
-        cluster, _, _ = run_seed(seed, profile=profile, rate_per_s=rate, **{switch: False})
+        cluster, _, _ = run_seed(seed, **world, **{switch: False})
         found = unexcused(cluster)
         if found:
             # The catch is the switch's doing: the same seed with every switch on is clean.
-            control, _, _ = run_seed(seed, profile=profile, rate_per_s=rate)
+            control, _, _ = run_seed(seed, **world)
             assert unexcused(control) == {}, f"seed {seed} fails with every switch on too: {unexcused(control)}"
             print(f"\n{switch}: false caught at seed {seed} (after {seed + 1} seeds): {sorted(found)}")
             return
