@@ -29,8 +29,8 @@ REQUEST_TIMEOUT_MS = 2_000
 
 @dataclass(frozen=True, slots=True)
 class ConsumeCommand:
-    """Read `topic-partition` from `from_offset`: until `expect_count` records were read, or (with
-    no count) until caught up with the high watermark."""
+    """Read `topic-partition` from `from_offset` until caught up with the high watermark (and, with
+    `expect_count`, until at least that many records were read)."""
 
     command_id: int
     topic: str
@@ -186,9 +186,11 @@ class ConsumerNode:
                 got += 1
         self.consumed += got
         c = r.command
-        if c.expect_count is not None and len(r.values) >= c.expect_count and not c.follow:
-            r.done = True
-        elif c.expect_count is None and not c.follow and got == 0 and r.position >= fp.high_watermark:
+        # A read is done once it has caught up with the HWM (everything committed was read) and,
+        # when a count is expected, has at least that many: more committed records than expected
+        # are read too, so that the step can tell.
+        caught_up = got == 0 and r.position >= fp.high_watermark
+        if not c.follow and caught_up and (c.expect_count is None or len(r.values) >= c.expect_count):
             r.done = True
             r.caught_up_at_hwm = fp.high_watermark
         self.next_poll_ms[cid] = now_ms if got else now_ms + POLL_BACKOFF_MS
