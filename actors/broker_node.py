@@ -19,7 +19,6 @@ from actors.controller_node import raft_config
 from actors.replication.messages import (
     FetchRequest,
     FetchResponse,
-    GetReplicaLogInfoRequest,
     ListOffsetsRequest,
     MetadataRequest,
     ProduceRequest,
@@ -38,6 +37,7 @@ from controller_quorum.requests import (
     BrokerHeartbeatResponse,
     BrokerRegistrationRequest,
     BrokerRegistrationResponse,
+    GetReplicaLogInfoRequest,
 )
 
 REGISTRATION_RETRY_MS = 500

@@ -20,7 +20,6 @@ from dataclasses import replace
 from typing import Any
 
 from actors.contract import Envelope, Output
-from actors.replication.messages import GetReplicaLogInfoRequest, GetReplicaLogInfoResponse
 from actors.settings import ClusterSettings
 
 from .messages import LogEntry
@@ -53,6 +52,8 @@ from .requests import (
     BrokerHeartbeatResponse,
     BrokerRegistrationRequest,
     BrokerRegistrationResponse,
+    GetReplicaLogInfoRequest,
+    GetReplicaLogInfoResponse,
 )
 from .unclean_recovery import (
     INSPECTION_WINDOW_MS,
@@ -289,6 +290,9 @@ class Controller:
             return
         w, rec = self.working, self.recovery
         rec.now_ms = now_ms
+        if not rec.inquiries and w.offset == rec.scanned_offset:
+            return  # no recovery under way and nothing changed since the last look (the hot path)
+        rec.scanned_offset = w.offset
         strategy = rec.strategy
         for key, part in w.partitions.items():
             inq = rec.inquiries.get(key)

@@ -1,4 +1,4 @@
-"""Requests brokers send the active controller, and the answers (frozen dataclasses)."""
+"""Requests between brokers and the active controller, and the answers (frozen dataclasses)."""
 
 from __future__ import annotations
 
@@ -73,3 +73,24 @@ class AlterPartitionResponse:
     # answer to an earlier one.
     request_leader_epoch: int = -1
     request_partition_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class GetReplicaLogInfoRequest:
+    """The controller asks a broker for its replica's log end (KIP-966 balanced recovery)."""
+
+    request_id: int
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class GetReplicaLogInfoResponse:
+    request_id: int
+    broker_id: int
+    broker_epoch: int
+    topic: str
+    partition: int
+    error: str | None
+    last_epoch: int = -1
+    log_end_offset: int = -1

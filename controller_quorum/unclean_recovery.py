@@ -125,9 +125,11 @@ class UncleanRecovery:
         self.inquiries: dict[tuple[str, int], Inquiry] = {}
         self.next_request_id = 0
         self.now_ms = 0.0  # when the controller last looked (for next_deadline)
+        self.scanned_offset = -1  # the working image offset last scanned for leaderless partitions
 
     def reset(self) -> None:
         self.inquiries.clear()
+        self.scanned_offset = -1
 
     def to_ask(self, now_ms: float, brokers: dict[int, BrokerRegistration]) -> list[tuple[tuple[str, int], int, int]]:
         """(partition, broker, request id) for every candidate that should be asked (again) now."""

@@ -135,6 +135,11 @@ class SimDisk:
         f = self._files.get((owner, path))
         return None if f is None else f.durable_content()
 
+    def is_dirty(self, owner: str, path: str) -> bool:
+        """Whether the file holds bytes a crash could lose (not all durable yet)."""
+        f = self._files.get((owner, path))
+        return f is not None and f.dirty
+
     def files_of(self, owner: str) -> dict[str, bytes]:
         """The owner's data directory as its process sees it (the marker excluded)."""
         return {

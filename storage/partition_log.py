@@ -143,6 +143,12 @@ class PartitionLog:
         b = self.batches[self.batch_index(offset)]
         return (b.crc, offset - b.base_offset, b.leader_epoch)
 
+    def holds(self, base_offset: int, count: int, crc: int) -> bool:
+        """Whether the batch that went to `base_offset` (with `count` records and this CRC) is
+        here, whole and unchanged (the loss checks ask this of acknowledged batches)."""
+        ident = self.identity_at(base_offset)
+        return ident is not None and ident[0] == crc and ident[1] == 0 and self.end_offset >= base_offset + count
+
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """(largest epoch <= `epoch` in the cache, the offset where it ends): the start of the next
         epoch, or the LEO for the latest. (-1, -1) when every cached epoch is greater (Kafka's
@@ -215,19 +221,12 @@ class PartitionLog:
             if b.producer_id != NO_PRODUCER:
                 self.producers[b.producer_id] = ProducerEntry(b.last_sequence, b.base_sequence, b.base_offset)
 
-    def delete_all(self, out: Output) -> None:
-        """Empty the log (a replica removed by reassignment, or one that must start over)."""
-        self.truncate_to(0, out)
-        self.epochs = []
-        out.write(Replace(self.epoch_path, pack(self.epochs)))
-
     # --- recovery ------------------------------------------------------------------------------
 
     @classmethod
     def recover(cls, directory: str, files: Mapping[str, bytes], out: Output) -> PartitionLog:
         """The log as its files survived. A torn or corrupt tail (CRC) and anything after a gap are
-        cut off; the epoch cache keeps only entries that start below the recovered LEO and
-        gains any epoch the batches show (Kafka truncates the cache to the log end on load)."""
+        cut off; the epoch cache is rebuilt from the recovered batches and rewritten if it differs."""
         log = cls(directory)
         data = files.get(log.log_path, b"")
         bodies, _ = read_frames(data)
@@ -242,37 +241,18 @@ class PartitionLog:
         log._file_size = position
         if position < len(data):
             out.write(Truncate(log.log_path, position))
+        # The batches are the truth: each epoch starts at its first batch (Kafka truncates the
+        # checkpointed cache to the log end on load; an epoch that wrote nothing leaves no trace).
         cached = [tuple(p) for p in unpack(files[log.epoch_path])] if files.get(log.epoch_path) else []
-        epochs: list[tuple[int, int]] = []
-        for epoch, start in cached:
-            if start < log.end_offset and (not epochs or epoch > epochs[-1][0]):
-                epochs.append((epoch, start))
-        for b in log.batches:  # epochs the batches show that the checkpoint missed
-            if not epochs or b.leader_epoch > epochs[-1][0]:
-                epochs.append((b.leader_epoch, b.base_offset))
-        epochs = _consistent(epochs, log.batches)
-        log.epochs = epochs
-        if cached != epochs:
-            out.write(Replace(log.epoch_path, pack(epochs)))
+        for b in log.batches:
+            if not log.epochs or b.leader_epoch > log.epochs[-1][0]:
+                log.epochs.append((b.leader_epoch, b.base_offset))
+        if cached != log.epochs:
+            out.write(Replace(log.epoch_path, pack(log.epochs)))
         return log
 
     def last_epoch_of_batches(self) -> int:
         return self.batches[-1].leader_epoch if self.batches else -1
-
-
-def _consistent(epochs: list[tuple[int, int]], batches: list[RecordBatch]) -> list[tuple[int, int]]:
-    """Drop cache entries the batches contradict: an epoch must start at the first batch of that
-    epoch when the log holds one."""
-    first_of: dict[int, int] = {}
-    for b in batches:
-        first_of.setdefault(b.leader_epoch, b.base_offset)
-    out = []
-    for e, s in epochs:
-        s = first_of.get(e, s)
-        if out and (e <= out[-1][0] or s < out[-1][1]):
-            continue
-        out.append((e, s))
-    return out
 
 
 def partition_dirs(files: Mapping[str, bytes]) -> list[tuple[str, int, str]]:

@@ -67,6 +67,7 @@ class ConsumerNode:
         self.metadata_request: tuple[int, float] | None = None
         self.metadata_broker = 0
         self.list_offsets: dict[int, ListOffsetsResponse | None] = {}  # request id -> answer
+        self.last_list_offsets = -1
 
     def start(self, now_ms: float) -> Output:
         return Output()
@@ -78,14 +79,15 @@ class ConsumerNode:
         self._poll(now_ms, out)
         return self._finish(out)
 
-    def ask_latest_offset(self, topic: str, partition: int, broker: int, now_ms: float) -> tuple[int, Output]:
-        """A local call: send ListOffsets(latest) to `broker`; the answer lands in `list_offsets`."""
+    def ask_latest_offset(self, topic: str, partition: int, broker: int, now_ms: float) -> Output:
+        """A local call: send ListOffsets(latest) to `broker`; the answer lands in
+        `list_offsets[last_list_offsets]`."""
         out = Output()
         self.next_request_id += 1
-        rid = self.next_request_id
-        self.list_offsets[rid] = None
-        out.send(Envelope(self.node_id, f"b{broker}", ListOffsetsRequest(rid, topic, partition)))
-        return rid, self._finish(out)
+        self.last_list_offsets = self.next_request_id
+        self.list_offsets[self.next_request_id] = None
+        out.send(Envelope(self.node_id, f"b{broker}", ListOffsetsRequest(self.next_request_id, topic, partition)))
+        return self._finish(out)
 
     def stop_following(self) -> None:
         for r in self.readings.values():

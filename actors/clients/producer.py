@@ -86,6 +86,10 @@ class InFlightBatch:
     # None while an attempt awaits its answer; else the time the next attempt is due.
     retry_at_ms: float | None = None
     last_error: str | None = None
+    deadline_ms: float = 0.0  # the earliest delivery deadline of its records (set once)
+
+    def __post_init__(self) -> None:
+        self.deadline_ms = min(r.deadline_ms for r in self.records)
 
 
 @dataclass
@@ -216,7 +220,7 @@ class ProducerNode:
             deadlines.append(self.metadata_request[1] + METADATA_TIMEOUT_MS)
         for b in self.in_flight.values():
             deadlines.append(b.retry_at_ms if b.retry_at_ms is not None else b.sent_ms + REQUEST_TIMEOUT_MS)
-            deadlines.append(min(r.deadline_ms for r in b.records))
+            deadlines.append(b.deadline_ms)
         for q in self.queues.values():
             if q:
                 deadlines.append(q[0].deadline_ms)
@@ -298,7 +302,7 @@ class ProducerNode:
         b.sent_ms = now_ms
         b.retry_at_ms = None
         topic, partition = key
-        timeout = max(1, int(min(r.deadline_ms for r in b.records) - now_ms))
+        timeout = max(1, int(b.deadline_ms - now_ms))
         out.send(Envelope(self.node_id, f"b{leader}", ProduceRequest(b.request_id, topic, partition, b.acks, timeout, b.batch)))
         out.emit("produce_sent", partition=f"{topic}-{partition}", broker=leader, count=b.batch.count, attempt=b.attempts, crc=b.batch.crc)
         if b.acks == 0:
@@ -329,7 +333,7 @@ class ProducerNode:
 
     def _expire(self, now_ms: float, out: Output) -> None:
         for key, b in list(self.in_flight.items()):
-            if min(r.deadline_ms for r in b.records) <= now_ms:
+            if b.deadline_ms <= now_ms:
                 del self.in_flight[key]
                 self._failed(key, b.records, b.last_error or "DELIVERY_TIMEOUT", out)
         for key, q in self.queues.items():

@@ -1,6 +1,6 @@
-"""The data plane's requests and answers (Kafka's Produce, Fetch, ListOffsets, Metadata), and the
-controller's GetReplicaLogInfo (KIP-966 unclean recovery). Frozen dataclasses; record batches
-travel whole, never one record per message.
+"""The data plane's requests and answers (Kafka's Produce, Fetch, ListOffsets, Metadata). Frozen
+dataclasses; record batches travel whole, never one record per message. (The controller's
+GetReplicaLogInfo lives with the other controller-broker requests, in controller_quorum/requests.py.)
 
 A follower's fetch carries every partition it follows on that leader (one request per leader
 broker, as Kafka's fetcher threads do); a consumer's fetch uses `replica_id = CONSUMER`.
@@ -131,24 +131,3 @@ class MetadataResponse:
     request_id: int
     partitions: tuple[PartitionMetadata, ...]
     brokers: tuple[int, ...]  # unfenced brokers the answering broker knows
-
-
-@dataclass(frozen=True, slots=True)
-class GetReplicaLogInfoRequest:
-    """The controller asks a broker for its replica's log end (KIP-966 balanced recovery)."""
-
-    request_id: int
-    topic: str
-    partition: int
-
-
-@dataclass(frozen=True, slots=True)
-class GetReplicaLogInfoResponse:
-    request_id: int
-    broker_id: int
-    broker_epoch: int
-    topic: str
-    partition: int
-    error: str | None
-    last_epoch: int = -1
-    log_end_offset: int = -1

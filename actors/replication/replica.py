@@ -34,7 +34,12 @@ from typing import TYPE_CHECKING, Protocol
 
 from actors.contract import Envelope, Flush, Output
 from controller_quorum.metadata import RECOVERED, RECOVERING, MetadataImage, PartitionRecord
-from controller_quorum.requests import AlterPartitionRequest, AlterPartitionResponse
+from controller_quorum.requests import (
+    INVALID_UPDATE_VERSION,
+    NOT_CONTROLLER,
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+)
 from storage.partition_log import NO_PRODUCER, PartitionLog
 
 from .messages import (
@@ -164,16 +169,23 @@ class PartitionReplica:
 
     # --- transitions -----------------------------------------------------------------------------
 
-    def become_leader(self, rec: PartitionRecord, now_ms: float, out: Output) -> None:
-        me = self.env.broker_id
+    def _take_role(self, role: str, rec: PartitionRecord, out: Output) -> None:
+        """Start a new leader epoch in `role`: requests waiting on the old one fail, proposals of
+        the old one are forgotten."""
         self._fail_waiting(NOT_LEADER_OR_FOLLOWER, out)
-        self.role = "leader"
+        self.role = role
         self.state = rec
         self.leader_epoch = rec.leader_epoch
         self.partition_epoch = rec.partition_epoch
         self.isr = rec.isr
         self.pending_isr = None
         self.pending_recovery = None
+        self.awaiting_metadata = False
+        self.followers = {}
+
+    def become_leader(self, rec: PartitionRecord, now_ms: float, out: Output) -> None:
+        me = self.env.broker_id
+        self._take_role("leader", rec, out)
         self.leso = self.log.end_offset
         self.log.assign_epoch(rec.leader_epoch, self.leso, out)
         self.durable_end = self.log.end_offset
@@ -188,16 +200,8 @@ class PartitionReplica:
         self.maybe_advance_high_watermark(now_ms, out)
 
     def become_follower(self, rec: PartitionRecord, now_ms: float, out: Output) -> None:
-        self._fail_waiting(NOT_LEADER_OR_FOLLOWER, out)
         was = self.role
-        self.role = "follower"
-        self.state = rec
-        self.leader_epoch = rec.leader_epoch
-        self.partition_epoch = rec.partition_epoch
-        self.isr = rec.isr
-        self.pending_isr = None
-        self.awaiting_metadata = False
-        self.followers = {}
+        self._take_role("follower", rec, out)
         if not self.env.settings.protocol.leader_epoch_truncation and self.log.end_offset > self.hwm:
             # Before KIP-101 a follower cut its log to its local HWM before fetching again.
             self._truncate(self.hwm, "become_follower_hwm", out)
@@ -465,9 +469,9 @@ class PartitionReplica:
             self.pending_recovery = None
             out.emit("isr_committed", partition=self.name, isr=list(st.isr), partition_epoch=st.partition_epoch)
             self._after_isr_change(now_ms, out)
-        elif resp.error in ("NOT_CONTROLLER", "REQUEST_TIMED_OUT"):
+        elif resp.error in (NOT_CONTROLLER, REQUEST_TIMED_OUT):
             return  # retried by tick
-        elif resp.error in ("INVALID_UPDATE_VERSION", "FENCED_LEADER_EPOCH"):
+        elif resp.error in (INVALID_UPDATE_VERSION, FENCED_LEADER_EPOCH):
             # Our view is stale: the controller's committed state may already hold this very
             # proposal (an earlier attempt whose answer was lost). Keep the Maximal ISR and wait
             # for the metadata log to tell us the committed state, as Kafka does; ask again only

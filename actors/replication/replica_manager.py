@@ -20,19 +20,18 @@ from typing import TYPE_CHECKING
 
 from actors.contract import Delete, Envelope, Flush, FlushCompleted, Output, Replace
 from controller_quorum.metadata import PartitionRecord
-from controller_quorum.requests import AlterPartitionResponse
+from controller_quorum.requests import AlterPartitionResponse, GetReplicaLogInfoRequest, GetReplicaLogInfoResponse
 from storage.codec import pack, unpack
 from storage.partition_log import PartitionLog, partition_dirs, replica_dir
 
 from .messages import (
     CONSUMER,
     NOT_LEADER_OR_FOLLOWER,
+    OFFSET_OUT_OF_RANGE,
     UNKNOWN_TOPIC_OR_PARTITION,
     FetchedPartition,
     FetchRequest,
     FetchResponse,
-    GetReplicaLogInfoRequest,
-    GetReplicaLogInfoResponse,
     ListOffsetsRequest,
     ListOffsetsResponse,
     MetadataRequest,
@@ -183,7 +182,7 @@ class ReplicaManager:
             if key not in f.partitions or replica is None:
                 continue
             replica.on_fetched(fp, now_ms, out)
-            if fp.error is not None and fp.diverging_epoch is None and fp.error != "OFFSET_OUT_OF_RANGE":
+            if fp.error is not None and fp.diverging_epoch is None and fp.error != OFFSET_OUT_OF_RANGE:
                 failed = True
         if failed:
             f.next_fetch_ms = now_ms + REPLICA_FETCH_BACKOFF_MS

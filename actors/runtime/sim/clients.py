@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 from actors.clients.consumer import ConsumeCommand, ConsumerNode
 from actors.clients.producer import ACKS, ProduceCommand, ProducerNode
+from kraftlab.scenario.schema import split_partition_ref
 from storage.modes import StorageMode
+from workloads.conditions import matches
 from workloads.runtime_api import StepFailed
 
 if TYPE_CHECKING:
@@ -88,17 +90,13 @@ class SimClients:
             raise StepFailed(f"consume: expected values {args.expect_values}, read {got}")
 
     def list_offsets(self, args, leader: int | None) -> None:
-        from kraftlab.scenario.schema import split_partition_ref
-        from workloads.conditions import matches
-
         if leader is None:
             raise StepFailed(f"list_offsets: {args.partition} has no leader now")
         topic, p = split_partition_ref(args.partition)
         sim = self.cluster.sim
-        box = {}
-        sim.invoke(CONSUMER, lambda role, now: _keep(box, role.ask_latest_offset(topic, p, leader, now)))
-        answers = self.role(CONSUMER).list_offsets
-        rid = box["rid"]
+        sim.invoke(CONSUMER, lambda role, now: role.ask_latest_offset(topic, p, leader, now))
+        consumer = self.role(CONSUMER)
+        answers, rid = consumer.list_offsets, consumer.last_list_offsets
         if not sim.run_for(args.timeout_ms, stop=lambda: answers[rid] is not None):
             raise StepFailed(f"list_offsets: broker {leader} did not answer within {args.timeout_ms} ms")
         resp = answers.pop(rid)
@@ -165,16 +163,8 @@ class SimClients:
                 continue
             leader_log, replica_logs = logs.get((b.topic, b.partition), (None, []))
             candidates = [leader_log] if leader_log is not None else replica_logs
-            if not any(_holds(log, b) for log in candidates):
+            if not any(log.holds(b.base_offset, b.count, b.crc) for log in candidates):
                 lost += b.count
         return lost
 
 
-def _keep(box: dict, answer):
-    box["rid"], out = answer
-    return out
-
-
-def _holds(log, b) -> bool:
-    ident = log.identity_at(b.base_offset)
-    return ident is not None and ident[0] == b.crc and ident[1] == 0 and log.end_offset >= b.base_offset + b.count

@@ -16,7 +16,7 @@ from actors.runtime.network import LatencyModel
 from actors.settings import ClusterSettings
 from controller_quorum.metadata import MetadataImage
 from controller_quorum.metadata_invariants import MetadataInvariants
-from kraftlab.scenario.schema import LatencySpec, Scenario
+from kraftlab.scenario.schema import LatencySpec, Scenario, split_partition_ref
 from storage.modes import CrashKind, StorageMode
 from workloads.cluster_view import UNKNOWN, BrokerState, PartitionState, QuorumState, ReplicaState
 from workloads.runtime_api import StepFailed
@@ -76,14 +76,10 @@ class SimClusterView:
     def _leader_hwm(self, topic: str, p: int, rec) -> Any:
         if rec.leader is None:
             return None
-        replica = self._cluster.replica_on(rec.leader, topic, p)
-        if replica is None or not replica.is_leader or replica.leader_epoch != rec.leader_epoch:
-            return UNKNOWN  # the leader has not taken over yet (or is down)
-        return replica.hwm
+        replica = self._cluster.acting_leader(rec)
+        return UNKNOWN if replica is None else replica.hwm  # UNKNOWN: not taken over yet, or down
 
     def replica(self, partition: str, broker: int) -> ReplicaState | None:
-        from kraftlab.scenario.schema import split_partition_ref
-
         topic, p = split_partition_ref(partition)
         replica = self._cluster.replica_on(broker, topic, p)
         if replica is None:
@@ -183,6 +179,14 @@ class SimCluster:
         role = self.broker_role(broker)
         return None if role is None else role.data_plane.replicas.get((topic, partition))
 
+    def acting_leader(self, rec):
+        """The replica of `rec`'s leader once it acts as leader in `rec`'s leader epoch, else None
+        (not taken over yet, down, or a zombie of an older epoch)."""
+        if rec.leader is None:
+            return None
+        r = self.replica_on(rec.leader, rec.topic, rec.partition)
+        return r if r is not None and r.is_leader and r.leader_epoch == rec.leader_epoch else None
+
     def partition_logs(self) -> dict[tuple[str, int], tuple[Any, list[Any]]]:
         """Per partition: the current leader's log (None when offline or not yet taken over) and
         the logs of every running replica."""
@@ -192,9 +196,8 @@ class SimCluster:
             return out
         for key, rec in img.partitions.items():
             logs = [r.log for b in rec.replicas if (r := self.replica_on(b, *key)) is not None]
-            leader = self.replica_on(rec.leader, *key) if rec.leader is not None else None
-            ok = leader is not None and leader.is_leader and leader.leader_epoch == rec.leader_epoch
-            out[key] = (leader.log if ok else None, logs)
+            leader = self.acting_leader(rec)
+            out[key] = (leader.log if leader is not None else None, logs)
         return out
 
     # --- bring-up -------------------------------------------------------------------------------
@@ -311,8 +314,6 @@ class SimCluster:
 
     def protocol_step(self, kind: str, args: Any) -> None:
         if kind == "elect":
-            from kraftlab.scenario.schema import split_partition_ref
-
             topic, p = split_partition_ref(args.partition)
             self.admin(lambda ctl, now, out: ctl.elect_leaders(topic, p, args.type, now, out))
             return
@@ -321,8 +322,6 @@ class SimCluster:
             self.admin(lambda ctl, now, out: ctl.alter_config(args.topic, config, now, out))
             return
         if kind == "reassign":
-            from kraftlab.scenario.schema import split_partition_ref
-
             topic, p = split_partition_ref(args.partition)
             target = list(args.replicas)
             self.admin(lambda ctl, now, out: ctl.reassign(topic, p, target, now, out))

@@ -121,8 +121,7 @@ class PartitionInvariants:
             rec = img.partitions.get(key)
             if rec is None or broker not in set(rec.isr) | set(rec.elr):
                 continue
-            f = disk._files.get((node, r.log.log_path))
-            if mode == "disk" or (f is not None and f.dirty):
+            if mode == "disk" or disk.is_dirty(node, r.log.log_path):
                 self._lossy.setdefault(key, set()).add(broker)
 
     def _track_lossy_candidates(self, img, roles) -> None:
@@ -188,11 +187,7 @@ class PartitionInvariants:
             leaders = [(b, r) for b, r in replicas.items() if r.is_leader]
             self._advance_true_hwm(key, leaders)
             true_hwm = self.true_hwm.get(key, 0)
-            legit = None
-            if rec.leader is not None:
-                r = replicas.get(rec.leader)
-                if r is not None and r.is_leader and r.leader_epoch == rec.leader_epoch:
-                    legit = r
+            legit = cluster.acting_leader(rec)
             min_isr = self._min_isr(img, key, len(rec.replicas))
             self._legit_logs[key] = legit.log if legit is not None else None
             if legit is not None:
@@ -234,22 +229,19 @@ class PartitionInvariants:
     def _check_leader(self, key, name, leader_id, r, acked, true_hwm, min_isr, rec, found) -> None:
         log = r.log
         committed = self.committed.get(key, [])
-        mine = acked
         state = self._leader_checked.get(key)
         start_c, start_a = 0, 0
         if state is not None and state[0] == (leader_id, r.leader_epoch) and state[1] == log.version:
             start_c, start_a = state[2], state[3]
         ok_c = start_c
         for base, count, crc in committed[start_c:]:
-            ident = log.identity_at(base)
-            if ident is None or ident[0] != crc or ident[1] != 0 or log.end_offset < base + count:
+            if not log.holds(base, count, crc):
                 found.setdefault("LeaderCompleteness", f"{name}: leader {leader_id} (epoch {r.leader_epoch}) lacks committed offsets {base}..{base + count - 1} (LEO {log.end_offset}, true HWM {true_hwm})")
                 break
             ok_c += 1
         ok_a = start_a
-        for b in mine[start_a:]:
-            ident = log.identity_at(b.base_offset)
-            if ident is None or ident[0] != b.crc or ident[1] != 0:
+        for b in acked[start_a:]:
+            if not log.holds(b.base_offset, b.count, b.crc):
                 found.setdefault("LeaderCompleteness", f"{name}: leader {leader_id} (epoch {r.leader_epoch}) lacks acknowledged offsets {b.base_offset}..{b.base_offset + b.count - 1}")
                 break
             ok_a += 1
@@ -326,7 +318,7 @@ class PartitionInvariants:
         for i in range(start, len(acked)):
             b = acked[i]
             holders = logs.get((b.topic, b.partition), [])
-            if not any(_holds(log, b) for log in holders) and (b.topic, b.partition) not in self.beyond_tolerance:
+            if not any(log.holds(b.base_offset, b.count, b.crc) for log in holders) and (b.topic, b.partition) not in self.beyond_tolerance:
                 found.setdefault("NoCommittedRecordLostGlobally", f"{b.topic}-{b.partition}: acknowledged offsets {b.base_offset}..{b.base_offset + b.count - 1} are on no replica")
                 self._lost_checked = (versions, i)
                 return
@@ -380,10 +372,6 @@ class PartitionInvariants:
                         break
                 else:
                     self._reads_checked[(cname, key)] = (leader_log, leader_log.version, len(order))
-
-def _holds(log: PartitionLog, b) -> bool:
-    ident = log.identity_at(b.base_offset)
-    return ident is not None and ident[0] == b.crc and ident[1] == 0
 
 
 def _first_mismatch(a: PartitionLog, b: PartitionLog, start: int, end: int) -> int | None:
