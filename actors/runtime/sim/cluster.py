@@ -11,17 +11,19 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from actors.clients.consumer import ConsumerNode
+from actors.clients.producer import ProducerNode
+from actors.contract import Output
 from actors.roles import role_factories
+from actors.runtime.clients import Clients
 from actors.runtime.network import LatencyModel
+from actors.runtime.readout import RoleCluster, RoleClusterView
 from actors.settings import ClusterSettings
-from controller_quorum.metadata import MetadataImage
 from controller_quorum.metadata_invariants import MetadataInvariants
 from kraftlab.scenario.schema import LatencySpec, Scenario, split_partition_ref
 from storage.modes import CrashKind, StorageMode
-from workloads.cluster_view import UNKNOWN, BrokerState, PartitionState, QuorumState, ReplicaState
 from workloads.runtime_api import StepFailed
 
-from .clients import SimClients
 from .partition_watch import PartitionInvariants
 from .quorum_watch import watch_quorum
 from .simulator import SimConfig, Simulator
@@ -34,101 +36,7 @@ def _latency(spec: LatencySpec) -> LatencyModel:
     return LatencyModel(spec.kind, spec.low_ms, spec.high_ms, spec.mean_ms)
 
 
-class SimClusterView:
-    """The cluster as conditions and the summary see it: the controller's committed metadata (the
-    most advanced running voter's image), process liveness, the quorum's states."""
-
-    def __init__(self, cluster: SimCluster) -> None:
-        self._cluster = cluster
-
-    def image(self) -> MetadataImage | None:
-        best = None
-        for v in self._cluster.settings.voters:
-            role = self._cluster.sim.nodes[v].role
-            if role is not None and role.raft is not None:
-                img = role.controller.committed
-                if best is None or img.offset > best.offset:
-                    best = img
-        return best
-
-    def partitions(self) -> dict[str, PartitionState]:
-        img = self.image()
-        if img is None:
-            return {}
-        ctl = self._cluster.any_controller()
-        out = {}
-        for (topic, p), rec in sorted(img.partitions.items()):
-            min_isr = ctl.policy(topic, img, len(rec.replicas)).min_isr if ctl else 1
-            out[f"{topic}-{p}"] = PartitionState(
-                leader=rec.leader,
-                leader_epoch=rec.leader_epoch,
-                partition_epoch=rec.partition_epoch,
-                replicas=list(rec.replicas),
-                isr=list(rec.isr),
-                elr=list(rec.elr),
-                last_known_elr=list(rec.last_known_elr),
-                hwm=self._leader_hwm(topic, p, rec),
-                offline=rec.leader is None,
-                under_min_isr=len(rec.isr) < min_isr,
-            )
-        return out
-
-    def _leader_hwm(self, topic: str, p: int, rec) -> Any:
-        if rec.leader is None:
-            return None
-        replica = self._cluster.acting_leader(rec)
-        return UNKNOWN if replica is None else replica.hwm  # UNKNOWN: not taken over yet, or down
-
-    def replica(self, partition: str, broker: int) -> ReplicaState | None:
-        topic, p = split_partition_ref(partition)
-        replica = self._cluster.replica_on(broker, topic, p)
-        if replica is None:
-            return None
-        img = self.image()
-        rec = img.partitions.get((topic, p)) if img else None
-        return ReplicaState(leo=replica.leo, hwm=replica.hwm, in_sync=rec is not None and broker in rec.isr)
-
-    def brokers(self) -> dict[int, BrokerState]:
-        sim, img = self._cluster.sim, self.image()
-        out = {}
-        for i in range(1, self._cluster.settings.brokers + 1):
-            reg = img.brokers.get(i) if img else None
-            out[i] = BrokerState(
-                fenced=UNKNOWN if reg is None else reg.fenced,
-                epoch=UNKNOWN if reg is None else reg.epoch,
-                alive=sim.is_running(f"b{i}"),
-            )
-        return out
-
-    def quorum(self) -> QuorumState:
-        sim = self._cluster.sim
-        states, leaders = {}, []
-        for v in self._cluster.settings.voters:
-            role = sim.nodes[v].role
-            if role is None or role.raft is None:
-                continue
-            states[int(v[1:])] = role.raft.state.value
-            if role.raft.is_leader():
-                leaders.append((role.raft.epoch, int(v[1:])))
-        epochs = [sim.nodes[v].role.raft.epoch for v in self._cluster.settings.voters if sim.nodes[v].role is not None]
-        leader = max(leaders)[1] if leaders else None
-        return QuorumState(leader=leader, epoch=max(epochs) if epochs else None, states=states)
-
-    def history(self) -> dict[str, Any]:
-        ctl = self._cluster.most_advanced_controller()
-        counters = self._cluster.clients.counters() if self._cluster.clients else {}
-        return {
-            "acked": counters.get("acked", 0),
-            "failed": counters.get("failed", 0),
-            "acked_lost": counters.get("acked_lost", 0),
-            "consumed": counters.get("consumed", 0),
-            "elections_clean": ctl.elections["clean"] if ctl else UNKNOWN,
-            "elections_unclean": ctl.elections["unclean"] if ctl else UNKNOWN,
-            "quorum_elections": self._cluster.quorum_elections,
-        }
-
-
-class SimCluster:
+class SimCluster(RoleCluster):
     def __init__(self, scenario: Scenario, event_sinks: Sequence[EventSink] = ()) -> None:
         self.scenario = scenario
         spec = scenario.cluster
@@ -154,14 +62,14 @@ class SimCluster:
             self.sim.add_node(name, name, factory, start=False)
         for name in factories:
             self.sim.start(name)
-        self._view = SimClusterView(self)
+        self._view = RoleClusterView(self)
         metadata_checks = MetadataInvariants(
             self._view.image, lambda topic, img, rf: self.any_controller().policy(topic, img, rf), elr_enabled=self.settings.protocol.elr
         )
         self.sim.add_invariant_set(metadata_checks.check)
-        self.clients: SimClients | None = None
+        self.clients: Clients | None = None
         self.bootstrap()
-        self.clients = SimClients(self)
+        self.clients = Clients(self)
         self.partition_invariants = PartitionInvariants(self)
         self.sim.add_invariant_set(self.partition_invariants.check)
 
@@ -169,71 +77,10 @@ class SimCluster:
         if record[2] == "raft_leader_elected":
             self.quorum_elections += 1
 
-    # --- the data plane as checks and conditions see it ------------------------------------------
-
-    def broker_role(self, broker: int):
-        node = self.sim.nodes.get(f"b{broker}")
-        return None if node is None else node.role
-
-    def replica_on(self, broker: int, topic: str, partition: int):
-        role = self.broker_role(broker)
-        return None if role is None else role.data_plane.replicas.get((topic, partition))
-
-    def acting_leader(self, rec):
-        """The replica of `rec`'s leader once it acts as leader in `rec`'s leader epoch, else None
-        (not taken over yet, down, or a zombie of an older epoch)."""
-        if rec.leader is None:
-            return None
-        r = self.replica_on(rec.leader, rec.topic, rec.partition)
-        return r if r is not None and r.is_leader and r.leader_epoch == rec.leader_epoch else None
-
-    def partition_logs(self) -> dict[tuple[str, int], tuple[Any, list[Any]]]:
-        """Per partition: the current leader's log (None when offline or not yet taken over) and
-        the logs of every running replica."""
-        img = self._view.image()
-        out: dict[tuple[str, int], tuple[Any, list[Any]]] = {}
-        if img is None:
-            return out
-        for key, rec in img.partitions.items():
-            logs = [r.log for b in rec.replicas if (r := self.replica_on(b, *key)) is not None]
-            leader = self.acting_leader(rec)
-            out[key] = (leader.log if leader is not None else None, logs)
-        return out
-
     # --- bring-up -------------------------------------------------------------------------------
 
-    def active_controller(self):
-        for v in self.settings.voters:
-            role = self.sim.nodes[v].role
-            if role is not None and role.raft is not None and role.controller.active:
-                return v, role
-        return None, None
-
-    def any_controller(self):
-        _, role = self.active_controller()
-        if role is not None:
-            return role.controller
-        return self.most_advanced_controller()
-
-    def most_advanced_controller(self):
-        best = None
-        for v in self.settings.voters:
-            role = self.sim.nodes[v].role
-            if role is not None and role.raft is not None:
-                if best is None or role.controller.committed.offset > best.committed.offset:
-                    best = role.controller
-        return best
-
-    def _all_brokers_unfenced(self) -> bool:
-        img = self._view.image()
-        if img is None:
-            return False
-        return all(
-            (reg := img.brokers.get(i)) is not None and not reg.fenced for i in range(1, self.settings.brokers + 1)
-        )
-
     def bootstrap(self) -> None:
-        if not self.sim.run_for(BOOTSTRAP_TIMEOUT_MS, stop=self._all_brokers_unfenced):
+        if not self.sim.run_for(BOOTSTRAP_TIMEOUT_MS, stop=self.all_brokers_unfenced):
             raise RuntimeError(f"the cluster did not come up within {BOOTSTRAP_TIMEOUT_MS:g} ms (brokers not all registered and unfenced)")
         for topic in self.scenario.topics:
             self.create_topic(topic)
@@ -270,8 +117,32 @@ class SimCluster:
     def now_ms(self) -> float:
         return self.sim.now_ms
 
-    def view(self) -> SimClusterView:
-        return self._view
+    # --- what the shared clients need -------------------------------------------------------------
+
+    def add_client(self, name: str, kind: str, producer_id: int = 0) -> None:
+        """A client node on a host of its own (clients never crash in scenarios)."""
+        brokers = [f"b{i}" for i in range(1, self.settings.brokers + 1)]
+        if kind == "producer":
+            factory = lambda ctx: ProducerNode(ctx, brokers, producer_id)
+        else:
+            factory = lambda ctx: ConsumerNode(ctx, brokers)
+        self.sim.add_host(name, StorageMode.PAGE_CACHE)
+        self.sim.add_node(name, name, factory)
+
+    def invoke(self, name: str, fn) -> Any:
+        """A local call on a running node: an `Output` it returns is carried out, anything else is
+        returned."""
+        result: list[Any] = []
+
+        def call(role, now):
+            value = fn(role, now)
+            if isinstance(value, Output):
+                return value
+            result.append(value)
+            return None
+
+        self.sim.invoke(name, call)
+        return result[0] if result else None
 
     def run_for(self, duration_ms: float) -> None:
         self.sim.run_for(duration_ms)

@@ -1,23 +1,24 @@
-"""The scenario's clients in the simulator: the `produce`, `consume` and `load` steps, and the
-history counters they feed (acked, failed, acked_lost, consumed).
+"""The scenario's clients, in either runtime: the `produce`, `consume`, `list_offsets` and `load`
+steps, and the history counters they feed (acked, failed, acked_lost, consumed).
 
-Each client is a node on a host of its own (clients never crash in scenarios); steps hand it a
-command through a local call and let virtual time run until the command is done.
+Each client is a node of its own (clients never crash in scenarios); a step hands it a command
+through a local call (`cluster.invoke`) and lets time run until the command is done
+(`cluster.run_until`). Progress is always read from `cluster.role(name)` afresh: in the simulator
+that is the live role, on Ray the newest copy the driver collected.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from actors.clients.consumer import ConsumeCommand, ConsumerNode
-from actors.clients.producer import ACKS, ProduceCommand, ProducerNode
+from actors.clients.consumer import ConsumeCommand
+from actors.clients.producer import ACKS, ProduceCommand
 from kraftlab.scenario.schema import split_partition_ref
-from storage.modes import StorageMode
 from workloads.conditions import matches
 from workloads.runtime_api import StepFailed
 
 if TYPE_CHECKING:
-    from .cluster import SimCluster
+    from .readout import RoleCluster
 
 PRODUCER = "producer"
 CONSUMER = "consumer"
@@ -25,8 +26,8 @@ CONSUMER = "consumer"
 SETTLE_MS = 1_000
 
 
-class SimClients:
-    def __init__(self, cluster: SimCluster) -> None:
+class Clients:
+    def __init__(self, cluster: RoleCluster) -> None:
         self.cluster = cluster
         self.brokers = [f"b{i}" for i in range(1, cluster.settings.brokers + 1)]
         self.producers: list[str] = []
@@ -37,22 +38,16 @@ class SimClients:
 
     # --- nodes ------------------------------------------------------------------------------------
 
-    def _add_node(self, name: str, factory) -> None:
-        sim = self.cluster.sim
-        sim.add_host(name, StorageMode.PAGE_CACHE)
-        sim.add_node(name, name, factory)
-
     def _add_producer(self, name: str) -> None:
-        producer_id = 1_000 + len(self.producers)
-        self._add_node(name, lambda ctx: ProducerNode(ctx, self.brokers, producer_id))
+        self.cluster.add_client(name, "producer", producer_id=1_000 + len(self.producers))
         self.producers.append(name)
 
     def _add_consumer(self, name: str) -> None:
-        self._add_node(name, lambda ctx: ConsumerNode(ctx, self.brokers))
+        self.cluster.add_client(name, "consumer")
         self.consumers.append(name)
 
     def role(self, name: str) -> Any:
-        return self.cluster.sim.nodes[name].role
+        return self.cluster.role(name)
 
     # --- steps ----------------------------------------------------------------------------------
 
@@ -61,11 +56,11 @@ class SimClients:
         cid = self.next_command
         values = tuple(args.values) if args.values is not None else tuple(f"m{cid}-{i}" for i in range(args.count))
         cmd = ProduceCommand(cid, args.topic, args.partition, values, ACKS[args.acks], args.idempotent, args.timeout_ms)
-        sim = self.cluster.sim
-        sim.invoke(PRODUCER, lambda role, now: role.submit(cmd, now))
-        producer = self.role(PRODUCER)
-        progress = producer.commands[cid]
-        if not sim.run_for(args.timeout_ms + SETTLE_MS, stop=lambda: progress.done):
+        cluster = self.cluster
+        cluster.invoke(PRODUCER, lambda role, now: role.submit(cmd, now))
+        done = cluster.run_until(lambda: self.role(PRODUCER).commands[cid].done, args.timeout_ms + SETTLE_MS)
+        progress = self.role(PRODUCER).commands[cid]
+        if not done:
             raise StepFailed(f"produce: {len(values) - progress.acked - progress.failed} records had no outcome after {args.timeout_ms} ms")
         self.cluster.record("produce_done", command=cid, acked=progress.acked, failed=progress.failed, errors=progress.errors)
         if args.expect == "acked" and progress.failed:
@@ -77,12 +72,10 @@ class SimClients:
         self.next_command += 1
         cid = self.next_command
         cmd = ConsumeCommand(cid, args.topic, args.partition, args.from_offset, args.expect_count)
-        sim = self.cluster.sim
-        sim.invoke(CONSUMER, lambda role, now: role.submit(cmd, now))
-        reading = self.role(CONSUMER).readings[cid]
-        sim.run_for(args.timeout_ms, stop=lambda: reading.done)
-        reading.done = True  # stop polling
-        got = reading.values
+        cluster = self.cluster
+        cluster.invoke(CONSUMER, lambda role, now: role.submit(cmd, now))
+        cluster.run_until(lambda: self.role(CONSUMER).readings[cid].done, args.timeout_ms)
+        got = cluster.invoke(CONSUMER, lambda role, now: _stop_reading(role, cid))
         self.cluster.record("consume_done", command=cid, count=len(got))
         if args.expect_count is not None and len(got) != args.expect_count:
             raise StepFailed(f"consume: expected {args.expect_count} committed records from offset {args.from_offset}, read {len(got)}")
@@ -93,13 +86,12 @@ class SimClients:
         if leader is None:
             raise StepFailed(f"list_offsets: {args.partition} has no leader now")
         topic, p = split_partition_ref(args.partition)
-        sim = self.cluster.sim
-        sim.invoke(CONSUMER, lambda role, now: role.ask_latest_offset(topic, p, leader, now))
-        consumer = self.role(CONSUMER)
-        answers, rid = consumer.list_offsets, consumer.last_list_offsets
-        if not sim.run_for(args.timeout_ms, stop=lambda: answers[rid] is not None):
+        cluster = self.cluster
+        cluster.invoke(CONSUMER, lambda role, now: role.ask_latest_offset(topic, p, leader, now))
+        rid = self.role(CONSUMER).last_list_offsets
+        if not cluster.run_until(lambda: self.role(CONSUMER).list_offsets[rid] is not None, args.timeout_ms):
             raise StepFailed(f"list_offsets: broker {leader} did not answer within {args.timeout_ms} ms")
-        resp = answers.pop(rid)
+        resp = cluster.invoke(CONSUMER, lambda role, now: role.list_offsets.pop(rid))
         got = "not_available" if resp.error == "OFFSET_NOT_AVAILABLE" else (resp.error or resp.offset)
         self.cluster.record("list_offsets_done", partition=args.partition, broker=leader, answer=got)
         expected = args.expect
@@ -113,20 +105,20 @@ class SimClients:
         """Start background load: open-loop producers and following consumers."""
         names = args.topics or sorted(topics)
         partitions = [(t, p) for t in names for p in range(topics[t])]
-        sim = self.cluster.sim
-        until = None if args.duration_ms is None else sim.now_ms + args.duration_ms
+        cluster = self.cluster
+        until = None if args.duration_ms is None else cluster.now_ms + args.duration_ms
         for i in range(args.producers):
             name = f"load-producer-{len(self.producers)}"
             self._add_producer(name)
             rate = args.rate_per_s / args.producers
-            sim.invoke(name, lambda role, now, rate=rate: role.start_load(partitions, rate, args.message_bytes, ACKS[args.acks], now, until))
+            cluster.invoke(name, lambda role, now, rate=rate: role.start_load(partitions, rate, args.message_bytes, ACKS[args.acks], now, until))
         for i in range(args.consumers):
             name = f"load-consumer-{len(self.consumers)}"
             self._add_consumer(name)
             for t, p in partitions:
                 self.next_command += 1
                 cmd = ConsumeCommand(self.next_command, t, p, 0, None, follow=True)
-                sim.invoke(name, lambda role, now, cmd=cmd: role.submit(cmd, now))
+                cluster.invoke(name, lambda role, now, cmd=cmd: role.submit(cmd, now))
         self.cluster.record("load_started", producers=args.producers, consumers=args.consumers, rate_per_s=args.rate_per_s, partitions=len(partitions))
 
     # --- history --------------------------------------------------------------------------------
@@ -168,3 +160,10 @@ class SimClients:
         return lost
 
 
+
+
+def _stop_reading(role, command_id: int) -> list:
+    """End a consume command (the consumer stops polling) and return what it read."""
+    reading = role.readings[command_id]
+    reading.done = True
+    return list(reading.values)

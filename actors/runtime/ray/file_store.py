@@ -1,0 +1,320 @@
+"""A node's data directory on a real disk, with the crash semantics of `storage.modes`.
+
+The roles write through storage operations (`actors.contract`); this applies them to real files:
+
+- fsync: written with `os.write`, made durable by `os.fsync` before anything that acknowledges them
+  leaves the node (the driver flushes before an `after_flush` send);
+- page_cache: written without fsync; `Flush` (log.flush.interval.*) and the emulated OS writeback
+  (files dirty for `dirty_expire_ms`) fsync them;
+- process_buffer: appends stay in this process's memory until a flush writes and syncs them, so a
+  process crash loses them for real.
+
+An emulated OS crash must lose exactly what a real one would: what was written but never flushed.
+The real kernel keeps those bytes (the machine did not crash), so every file's *durable length* is
+recorded in a small bookkeeping file (`.durability`, replaced atomically at every flush); the host
+agent applies `os_crash(node_dir)` after killing the processes: files are cut to their durable
+length, files replaced since their last flush get their durable copy back (kept in `.durable/`),
+files never flushed disappear. Deleting a file counts as durable at once (Kafka syncs the
+directory), and a truncation below the durable length lowers it (never more durable than a disk).
+
+The bookkeeping is not fsynced: it models the page cache's state for emulated crashes, which kill
+processes, not the machine (a real power loss would lose it along with the data it describes).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import msgpack
+
+from storage.disk import CLEAN_SHUTDOWN_MARKER
+from storage.modes import StorageMode
+
+BOOKKEEPING = ".durability"
+DURABLE_COPIES = ".durable"
+_TEMP_SUFFIX = ".tmp"
+_RESERVED = {BOOKKEEPING, CLEAN_SHUTDOWN_MARKER}
+
+
+def _reserved(rel: str) -> bool:
+    return rel in _RESERVED or rel.startswith(DURABLE_COPIES + "/") or rel.endswith(_TEMP_SUFFIX)
+
+
+def _write_atomically(path: Path, data: bytes, *, sync: bool) -> None:
+    """Write-to-temp then rename, as Kafka writes its checkpoint files."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + _TEMP_SUFFIX)
+    with open(tmp, "wb") as f:
+        f.write(data)
+        if sync:
+            f.flush()
+            os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _load_bookkeeping(root: Path) -> tuple[dict[str, int], set[str]]:
+    try:
+        raw = msgpack.unpackb((root / BOOKKEEPING).read_bytes(), raw=False)
+    except FileNotFoundError:
+        return {}, set()
+    return dict(raw["durable"]), set(raw["saved"])
+
+
+class NodeFiles:
+    """One node's files. Paths are relative to the node's directory (as in storage operations).
+
+    Invariants: `durable[p]` <= the file's length on disk; a path in `saved` has its durable content
+    in `.durable/p` (it was replaced after its last flush); `dirty` holds every path whose visible
+    content differs from its durable content.
+    """
+
+    def __init__(self, root: Path, mode: StorageMode, *, dirty_expire_ms: float = 30_000.0) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.mode = mode
+        self.dirty_expire_ms = dirty_expire_ms
+        self.durable, self.saved = _load_bookkeeping(self.root)
+        self._fds: dict[str, int] = {}
+        self._size: dict[str, int] = {}
+        self._pending: dict[str, bytearray] = {}  # process_buffer: appends not written yet
+        self._dirty_since: dict[str, float] = {}
+        self.fsyncs = 0
+        for rel in self._existing():
+            self._size[rel] = (self.root / rel).stat().st_size
+            if self._size[rel] != self.durable.get(rel, 0) or rel in self.saved:
+                self._dirty_since[rel] = 0.0
+
+    # --- reading what survived --------------------------------------------------------------
+
+    def _existing(self) -> list[str]:
+        out = []
+        for path in sorted(self.root.rglob("*")):
+            if path.is_file():
+                rel = path.relative_to(self.root).as_posix()
+                if not _reserved(rel):
+                    out.append(rel)
+        return out
+
+    def read_all(self) -> dict[str, bytes]:
+        """The data directory as a starting process sees it (marker and bookkeeping excluded)."""
+        return {rel: (self.root / rel).read_bytes() for rel in self._existing()}
+
+    def take_clean_shutdown_marker(self) -> bytes | None:
+        """The marker's content if the last stop was clean; removed, so that a crash after this
+        start is seen as unclean by the next one."""
+        path = self.root / CLEAN_SHUTDOWN_MARKER
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        path.unlink()
+        return data
+
+    # --- writes ---------------------------------------------------------------------------------
+
+    def _fd(self, rel: str) -> int:
+        fd = self._fds.get(rel)
+        if fd is None:
+            path = self.root / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = self._fds[rel] = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        return fd
+
+    def _close(self, rel: str) -> None:
+        fd = self._fds.pop(rel, None)
+        if fd is not None:
+            os.close(fd)
+
+    def _touch(self, rel: str, now_ms: float) -> None:
+        self._dirty_since.setdefault(rel, now_ms)
+
+    def size(self, rel: str) -> int:
+        """The visible length (what the process would read back)."""
+        return self._size.get(rel, 0) + len(self._pending.get(rel, b""))
+
+    def append(self, rel: str, data: bytes, now_ms: float) -> None:
+        self._touch(rel, now_ms)
+        if self.mode is StorageMode.PROCESS_BUFFER:
+            self._pending.setdefault(rel, bytearray()).extend(data)
+            return
+        os.write(self._fd(rel), data)
+        self._size[rel] = self._size.get(rel, 0) + len(data)
+
+    def truncate(self, rel: str, size: int, now_ms: float) -> None:
+        if size >= self.size(rel):
+            return
+        on_disk = self._size.get(rel, 0)
+        pending = self._pending.get(rel)
+        if pending is not None and size >= on_disk:
+            del pending[size - on_disk :]
+            return
+        self._pending.pop(rel, None)
+        os.truncate(self.root / rel, size)
+        self._size[rel] = size
+        self._touch(rel, now_ms)
+        if size < self.durable.get(rel, 0):
+            self.durable[rel] = size
+            self._save_bookkeeping()
+
+    def replace(self, rel: str, data: bytes, now_ms: float) -> None:
+        path = self.root / rel
+        if rel not in self.saved and rel not in self._dirty_since and path.exists():
+            # Its current content is durable: keep it aside, an OS crash brings it back.
+            copy = self.root / DURABLE_COPIES / rel
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, copy)
+            self.saved.add(rel)
+            self._save_bookkeeping()
+        elif rel not in self.saved and not path.exists():
+            self.durable.pop(rel, None)
+        self._close(rel)
+        self._pending.pop(rel, None)
+        _write_atomically(path, data, sync=False)
+        self._size[rel] = len(data)
+        self._dirty_since[rel] = self._dirty_since.get(rel, now_ms)
+        if rel not in self.saved:
+            self.durable[rel] = 0  # nothing of the new content is durable before a flush
+
+    def delete(self, rel: str) -> None:
+        self._close(rel)
+        self._pending.pop(rel, None)
+        (self.root / rel).unlink(missing_ok=True)
+        (self.root / DURABLE_COPIES / rel).unlink(missing_ok=True)
+        self._size.pop(rel, None)
+        self._dirty_since.pop(rel, None)
+        changed = self.durable.pop(rel, None) is not None or rel in self.saved
+        self.saved.discard(rel)
+        if changed:
+            self._save_bookkeeping()
+
+    # --- durability -----------------------------------------------------------------------------
+
+    def dirty_paths(self) -> list[str]:
+        return sorted(self._dirty_since)
+
+    def is_dirty(self, rel: str | None = None) -> bool:
+        return bool(self._dirty_since) if rel is None else rel in self._dirty_since
+
+    def flush(self, paths: list[str] | None = None) -> int:
+        """fsync the dirty files (all, or those given); returns how many were synced."""
+        targets = [p for p in (self.dirty_paths() if paths is None else paths) if p in self._dirty_since]
+        if not targets:
+            return 0
+        for rel in targets:
+            pending = self._pending.pop(rel, None)
+            if pending:
+                os.write(self._fd(rel), pending)
+                self._size[rel] = self._size.get(rel, 0) + len(pending)
+            if (self.root / rel).exists():
+                fd = self._fd(rel)
+                os.fsync(fd)
+                self.fsyncs += 1
+            self.durable[rel] = self._size.get(rel, 0)
+            if rel in self.saved:
+                self.saved.discard(rel)
+                (self.root / DURABLE_COPIES / rel).unlink(missing_ok=True)
+            del self._dirty_since[rel]
+        self._save_bookkeeping()
+        return len(targets)
+
+    def background_flush(self, now_ms: float) -> int:
+        """The flush no role asks for: the OS writes back pages dirty for `dirty_expire_ms`
+        (page_cache, fsync); the process writes out its whole buffer (process_buffer)."""
+        if self.mode is StorageMode.PROCESS_BUFFER:
+            return self.flush()
+        due = [p for p, since in self._dirty_since.items() if now_ms - since >= self.dirty_expire_ms]
+        return self.flush(due)
+
+    def _save_bookkeeping(self) -> None:
+        data = msgpack.packb({"durable": self.durable, "saved": sorted(self.saved)}, use_bin_type=True)
+        _write_atomically(self.root / BOOKKEEPING, data, sync=False)
+
+    def write_clean_shutdown_marker(self, marker: bytes) -> None:
+        """A clean shutdown: everything is flushed, then the marker is written durably."""
+        self.flush()
+        _write_atomically(self.root / CLEAN_SHUTDOWN_MARKER, marker, sync=True)
+
+    def close(self) -> None:
+        for rel in list(self._fds):
+            self._close(rel)
+
+
+# --- what the host agent does to a directory when it emulates a crash ----------------------------
+
+
+def os_crash(root: Path) -> dict[str, int]:
+    """Drop everything not durable from a node directory whose processes are dead: the page cache
+    of the host is gone. Returns path -> bytes lost (for the record)."""
+    root = Path(root)
+    if not root.exists():
+        return {}
+    durable, saved = _load_bookkeeping(root)
+    lost: dict[str, int] = {}
+    for path in sorted(root.rglob("*")):
+        if not path.is_file():
+            continue
+        rel = path.relative_to(root).as_posix()
+        if rel.endswith(_TEMP_SUFFIX):
+            path.unlink()
+            continue
+        if _reserved(rel):
+            continue
+        size = path.stat().st_size
+        if rel in saved:
+            copy = root / DURABLE_COPIES / rel
+            old = copy.read_bytes()
+            os.replace(copy, path)
+            lost[rel] = size
+            durable[rel] = len(old)
+        elif rel not in durable or durable[rel] == 0:
+            path.unlink()
+            if size:
+                lost[rel] = size
+            durable.pop(rel, None)
+        elif size > durable[rel]:
+            os.truncate(path, durable[rel])
+            lost[rel] = size - durable[rel]
+    shutil.rmtree(root / DURABLE_COPIES, ignore_errors=True)
+    data = msgpack.packb({"durable": durable, "saved": []}, use_bin_type=True)
+    _write_atomically(root / BOOKKEEPING, data, sync=False)
+    return lost
+
+
+def durable_view(root: Path) -> dict[str, bytes]:
+    """What `os_crash` would leave, without changing anything (for the checks on stopped nodes)."""
+    root = Path(root)
+    if not root.exists():
+        return {}
+    durable, saved = _load_bookkeeping(root)
+    out = {}
+    for path in sorted(root.rglob("*")):
+        if not path.is_file():
+            continue
+        rel = path.relative_to(root).as_posix()
+        if _reserved(rel):
+            continue
+        if rel in saved:
+            out[rel] = (root / DURABLE_COPIES / rel).read_bytes()
+        elif durable.get(rel, 0) > 0:
+            with open(path, "rb") as f:
+                out[rel] = f.read(durable[rel])
+    return out
+
+
+def visible_view(root: Path) -> dict[str, bytes]:
+    """The directory's files as they are now (marker and bookkeeping excluded)."""
+    root = Path(root)
+    if not root.exists():
+        return {}
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not _reserved(p.relative_to(root).as_posix())
+    }
+
+
+def wipe(root: Path) -> None:
+    """A disk loss: the directory and everything in it are gone."""
+    shutil.rmtree(root, ignore_errors=True)

@@ -1,0 +1,276 @@
+"""One node's process on real time: the event loop around a role (the Ray actor's body).
+
+It does for one node what the simulator does for all of them, on asyncio and real files:
+
+- inputs: envelopes delivered in batches (`deliver`), the role's single timer, local calls
+  (`invoke`: a client command, an admin call), flush completions;
+- outputs: storage operations applied to `NodeFiles` at once; sends queued per destination link;
+  events kept until the driver collects them with `drain_events`.
+
+Durability before acknowledgement (actors/contract.py): after a batch of inputs, if any send is
+marked `after_flush` and files are dirty, one fsync covers the whole batch (group commit) before
+any of its sends is queued. Sends stay in their order on each link.
+
+Per-link FIFO: Ray orders nothing across senders, and not even one sender's calls to an async
+actor. Each link has one sender task with at most one call in flight; envelopes that queue up
+meanwhile travel together in the next call (one Ray call per batch of requests, never per record).
+Network faults are applied here, in the send path, from the driver's `NetworkFaults` copy: a lost
+envelope is never sent, a delayed one waits in its link's queue (delaying what follows it, as TCP
+would).
+
+This module does not import ray: `transport(dst, envelopes)` is the coroutine that carries a batch,
+so tests drive nodes over an in-process transport.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from actors.contract import (
+    Append,
+    Delete,
+    Envelope,
+    Flush,
+    FlushCompleted,
+    Output,
+    Replace,
+    Role,
+    RoleFactory,
+    ShutdownRequested,
+    StartContext,
+    StopProcess,
+    Truncate,
+)
+from actors.runtime.network import NetworkFaults
+
+from .file_store import NodeFiles
+
+Transport = Callable[[str, list[Envelope]], Awaitable[None]]
+
+
+class Clock:
+    """Milliseconds since the run's start (`epoch_s`, shared by every process of the run)."""
+
+    def __init__(self, epoch_s: float) -> None:
+        self.epoch_s = epoch_s
+
+    def now_ms(self) -> float:
+        return (time.time() - self.epoch_s) * 1000.0
+
+
+class _Link:
+    """The queue of one directed link. Invariant: release times are non-decreasing (FIFO)."""
+
+    __slots__ = ("last_release", "queue", "task", "wakeup")
+
+    def __init__(self) -> None:
+        self.queue: deque[tuple[float, Envelope]] = deque()
+        self.wakeup = asyncio.Event()
+        self.last_release = 0.0
+        self.task: asyncio.Task | None = None
+
+
+class NodeProcess:
+    def __init__(
+        self,
+        name: str,
+        factory: RoleFactory,
+        files: NodeFiles,
+        clock: Clock,
+        transport: Transport,
+        *,
+        seed: int,
+        background_flush_interval_ms: float = 5_000.0,
+    ) -> None:
+        self.name = name
+        self.factory = factory
+        self.files = files
+        self.clock = clock
+        self.transport = transport
+        self.rng = random.Random(seed)
+        self.faults = NetworkFaults()
+        self.background_flush_interval_ms = background_flush_interval_ms
+        self.role: Role | None = None
+        self.stopped = False
+        self.events: list[tuple[float, str, str, dict[str, Any]]] = []
+        self._links: dict[str, _Link] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._flush_task: asyncio.Task | None = None
+        self.sent = self.dropped = self.delivered = 0
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> dict[str, Any]:
+        marker = self.files.take_clean_shutdown_marker()
+        ctx = StartContext(self.name, self.files.read_all(), marker, random.Random(self.rng.getrandbits(64)))
+        self.role = self.factory(ctx)
+        self._flush_task = asyncio.get_running_loop().create_task(self._background_flush_loop())
+        self._run(lambda now: self.role.start(now))
+        return {"clean": marker is not None}
+
+    async def _background_flush_loop(self) -> None:
+        while not self.stopped:
+            await asyncio.sleep(self.background_flush_interval_ms / 1000.0)
+            if not self.stopped:
+                self.files.background_flush(self.clock.now_ms())
+
+    # --- inputs ---------------------------------------------------------------------------------
+
+    def deliver(self, envelopes: list[Envelope]) -> None:
+        if self.role is None or self.stopped:
+            return
+        self.delivered += len(envelopes)
+        self._run_many([lambda now, e=e: self.role.handle(e, now) for e in envelopes])
+
+    def invoke(self, fn: Callable[[Role, float], Any]) -> Any:
+        """A local call on the role; an `Output` it returns is carried out, anything else returned."""
+        if self.role is None or self.stopped:
+            raise RuntimeError(f"{self.name} is not running")
+        result: list[Any] = []
+
+        def call(now: float) -> Output | None:
+            value = fn(self.role, now)
+            if isinstance(value, Output):
+                return value
+            result.append(value)
+            return None
+
+        self._run(call)
+        return result[0] if result else None
+
+    def request_shutdown(self) -> None:
+        self._run(lambda now: self.role.handle(Envelope("runner", self.name, ShutdownRequested()), now))
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if self.role is not None and not self.stopped:
+            self._run(lambda now: self.role.tick(now))
+
+    # --- carrying out outputs -------------------------------------------------------------------
+
+    def _run(self, step: Callable[[float], Output | None]) -> None:
+        self._run_many([step])
+
+    def _run_many(self, steps: list[Callable[[float], Output | None]]) -> None:
+        """Feed inputs to the role, apply storage, then flush once if a send waits on it."""
+        sends: list[Envelope] = []
+        tokens: list[Any] = []
+        deadline: float | None = None
+        stop: StopProcess | None = None
+        pending = deque(steps)
+        while pending:
+            now = self.clock.now_ms()
+            out = pending.popleft()(now)
+            if out is None:
+                continue
+            for op in out.storage:
+                kind = type(op)
+                if kind is Append:
+                    self.files.append(op.path, op.data, now)
+                elif kind is Truncate:
+                    self.files.truncate(op.path, op.size, now)
+                elif kind is Replace:
+                    self.files.replace(op.path, op.data, now)
+                elif kind is Delete:
+                    self.files.delete(op.path)
+                elif kind is Flush:
+                    tokens.append(op.token)
+                elif kind is StopProcess:
+                    stop = op
+                else:
+                    raise TypeError(f"{self.name} returned an unknown storage operation {op!r}")
+            for ev in out.events:
+                self.events.append((now, self.name, ev.kind, ev.fields))
+            sends.extend(out.sends)
+            if out.next_deadline_ms is not None:
+                deadline = out.next_deadline_ms
+            if not pending and (tokens or (self.files.is_dirty() and any(e.after_flush for e in sends))):
+                self.files.flush()
+                for token in tokens:
+                    if token is not None:
+                        pending.append(lambda now, t=token: self.role.handle(Envelope(self.name, self.name, FlushCompleted(t)), now))
+                tokens = []
+        for env in sends:
+            self._enqueue(env)
+        if deadline is not None:
+            self._set_timer(deadline)
+        if stop is not None:
+            self._stop_cleanly(stop.marker)
+
+    def _set_timer(self, deadline_ms: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        delay_s = max(deadline_ms - self.clock.now_ms(), 0.0) / 1000.0
+        self._timer = asyncio.get_running_loop().call_later(delay_s, self._on_timer)
+
+    def _stop_cleanly(self, marker: bytes) -> None:
+        self.files.write_clean_shutdown_marker(marker)
+        self.stopped = True
+        if self._timer is not None:
+            self._timer.cancel()
+        self.events.append((self.clock.now_ms(), self.name, "process_stop", {"clean": True}))
+
+    # --- the network ----------------------------------------------------------------------------
+
+    def set_faults(self, faults: NetworkFaults) -> None:
+        self.faults = faults
+
+    def _enqueue(self, env: Envelope) -> None:
+        extra = 0.0
+        if self.faults.active:
+            extra = self.faults.fate(env.src, env.dst, self.rng.random)
+            if extra is None:
+                self.dropped += 1
+                return
+        link = self._links.get(env.dst)
+        if link is None:
+            link = self._links[env.dst] = _Link()
+            link.task = asyncio.get_running_loop().create_task(self._pump(env.dst, link))
+        release = max(self.clock.now_ms() + extra, link.last_release)
+        link.last_release = release
+        link.queue.append((release, env))
+        link.wakeup.set()
+
+    async def _pump(self, dst: str, link: _Link) -> None:
+        queue = link.queue
+        while True:
+            if not queue:
+                link.wakeup.clear()
+                await link.wakeup.wait()
+                continue
+            wait_ms = queue[0][0] - self.clock.now_ms()
+            if wait_ms > 0:
+                await asyncio.sleep(wait_ms / 1000.0)
+            now = self.clock.now_ms()
+            batch = []
+            while queue and queue[0][0] <= now:
+                batch.append(queue.popleft()[1])
+            if not batch:
+                continue
+            try:
+                await self.transport(dst, batch)
+                self.sent += len(batch)
+            except Exception:  # the receiver is down or restarting: its connection is gone
+                self.dropped += len(batch)
+
+    # --- what the driver reads ------------------------------------------------------------------
+
+    def drain_events(self) -> list[tuple[float, str, str, dict[str, Any]]]:
+        events, self.events = self.events, []
+        return events
+
+    def close(self) -> None:
+        self.stopped = True
+        if self._timer is not None:
+            self._timer.cancel()
+        for link in self._links.values():
+            if link.task is not None:
+                link.task.cancel()
+        if self._flush_task is not None:
+            self._flush_task.cancel()
+        self.files.close()
