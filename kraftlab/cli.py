@@ -42,17 +42,18 @@ def main() -> None:
 @click.option("--seed", type=click.IntRange(min=0), default=None, help="Override the scenario's seed.")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None, help="Run directory (default runs/<name>-<seed>-<time>/).")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a scenario key by dotted path.")
-def run(scenario: str, runtime: str | None, seed: int | None, out_dir: Path | None, overrides: tuple[str, ...]) -> None:
+@click.option("--address", default=None, help="Ray cluster to join (runtime ray); default RAY_ADDRESS, else an embedded local Ray.")
+def run(scenario: str, runtime: str | None, seed: int | None, out_dir: Path | None, overrides: tuple[str, ...], address: str | None) -> None:
     """Run SCENARIO (a file, or a name from `kraftlab scenarios`)."""
     try:
         sc, path = load_scenario(scenario, overrides, seed=seed, runtime=runtime)
     except ScenarioError as exc:
         _input_error(str(exc))
         return
-    _run_and_report(sc, scenario, overrides, out_dir)
+    _run_and_report(sc, scenario, overrides, out_dir, address)
 
 
-def _run_and_report(sc: Scenario, source: str, overrides: tuple[str, ...], out_dir: Path | None) -> RunResult:
+def _run_and_report(sc: Scenario, source: str, overrides: tuple[str, ...], out_dir: Path | None, address: str | None = None) -> RunResult:
     out.print(f"[bold]{sc.name}[/]  seed={sc.seed}  runtime={sc.runtime}  steps={len(sc.steps)}", highlight=False)
     try:
         with out.status("running…") as status:
@@ -62,6 +63,7 @@ def _run_and_report(sc: Scenario, source: str, overrides: tuple[str, ...], out_d
                 overrides=overrides,
                 out_dir=out_dir,
                 on_step=lambda i, step: status.update(f"step {i}: {step.kind()}"),
+                address=address,
             )
     except RunSetupError as exc:
         _input_error(str(exc))

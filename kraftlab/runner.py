@@ -64,8 +64,12 @@ def default_run_dir(scenario: Scenario, root: Path = DEFAULT_RUNS_ROOT) -> Path:
     return candidate
 
 
-def _build_runtime(scenario: Scenario, events: EventLog):
-    from actors.runtime.sim.cluster import SimCluster  # the simulator is only loaded when used
+def _build_runtime(scenario: Scenario, events: EventLog, address: str | None):
+    if scenario.runtime == "ray":
+        from actors.runtime.ray.cluster import RayCluster  # Ray is only loaded when used
+
+        return RayCluster(scenario, event_sinks=[events], address=address)
+    from actors.runtime.sim.cluster import SimCluster
 
     return SimCluster(scenario, event_sinks=[events])
 
@@ -77,13 +81,13 @@ def run_scenario(
     overrides: Sequence[str] = (),
     out_dir: Path | None = None,
     on_step: Callable[[int, Any], None] | None = None,
+    address: str | None = None,
 ) -> RunResult:
-    """Run `scenario` and write its run directory; `source` is how the user named it (for replay)."""
+    """Run `scenario` and write its run directory; `source` is how the user named it (for replay).
+    `address`: the Ray cluster to join for `runtime: ray` (default RAY_ADDRESS, else embedded)."""
     final_dir = Path(out_dir) if out_dir is not None else default_run_dir(scenario)
     if final_dir.exists() and any(final_dir.iterdir()):
         raise RunSetupError(f"--out {final_dir}: the folder exists and is not empty")
-    if scenario.runtime != "sim":
-        raise RunSetupError(f"runtime {scenario.runtime!r} is not available in this version; use --runtime sim")
     final_dir.parent.mkdir(parents=True, exist_ok=True)
     work_dir = final_dir.with_name(f".{final_dir.name}.partial-{os.getpid()}")
     shutil.rmtree(work_dir, ignore_errors=True)
@@ -96,18 +100,20 @@ def run_scenario(
     runtime = None
     steps = None
     try:
-        runtime = _build_runtime(scenario, events)
+        runtime = _build_runtime(scenario, events, address)
         steps = StepRunner(runtime, scenario)
         failures = steps.run(on_step)
     except Exception as exc:  # a broken internal invariant or a bug: keep the evidence, fail the run
         error = "".join(traceback.format_exception(exc))
         at_step = steps.current if steps is not None else -1
         failures.append(Failure(at_step, "internal_error", f"{type(exc).__name__}: {exc} (see error.txt)"))
+    wall_s = time.perf_counter() - started
+    try:
+        summary = build_summary(scenario, runtime, failures, wall_s, replay_command(source, scenario, overrides))
     finally:
         events.close()
-    wall_s = time.perf_counter() - started
-
-    summary = build_summary(scenario, runtime, failures, wall_s, replay_command(source, scenario, overrides))
+        if runtime is not None and hasattr(runtime, "close"):
+            runtime.close()
     (work_dir / "scenario.yaml").write_text(yaml.safe_dump(scenario.model_dump(by_alias=True), sort_keys=False))
     if error is not None:
         (work_dir / "error.txt").write_text(error)
@@ -144,6 +150,8 @@ def build_summary(
             "messages_delivered": runtime_stats["messages_delivered"],
             "messages_dropped": runtime_stats["messages_dropped"],
         }
+        if "placement" in runtime_stats:
+            stats["placement"] = runtime_stats["placement"]
         final = {
             "partitions": plain(view.partitions()),
             "brokers": plain(view.brokers()),

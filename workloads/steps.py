@@ -25,7 +25,7 @@ from kraftlab.scenario.schema import (
 )
 
 from .cluster_view import UNKNOWN
-from .conditions import describe_subject, holds, mismatches
+from .conditions import actual_values, describe_subject, holds, mismatches
 from .runtime_api import ClusterRuntime, StepFailed
 
 SHUTDOWN_TIMEOUT_MS = 60_000.0
@@ -74,7 +74,15 @@ class StepRunner:
                         + "; ".join(mismatches(cond, view))
                     )
             case ExpectStep(expect=cond):
-                problems = mismatches(cond, rt.view())
+                view = rt.view()
+                problems = mismatches(cond, view)
+                grace = getattr(rt, "unknown_grace_ms", 0.0)
+                if problems and grace and any(v is UNKNOWN for v in actual_values(cond, view).values()):
+                    # On Ray the view is made of copies polled from each actor: a value the copies
+                    # cannot tell yet (a replica not created in the copy taken a moment before the
+                    # controller's) gets a short while to become known; a known wrong value fails.
+                    rt.run_until(lambda: not any(v is UNKNOWN for v in actual_values(cond, view).values()), grace)
+                    problems = mismatches(cond, view)
                 if problems:
                     raise StepFailed(f"{describe_subject(cond)}: " + "; ".join(problems))
             case CrashStep(crash=args):

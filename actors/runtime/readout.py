@@ -82,6 +82,38 @@ class RoleCluster:
                     best = role.controller
         return best
 
+    # --- bring-up (both runtimes) --------------------------------------------------------------
+
+    bootstrap_timeout_ms = 60_000.0
+
+    def cluster_ready_fields(self) -> dict[str, Any]:
+        return {}
+
+    def bootstrap(self) -> None:
+        """Bring the cluster up before the steps: every broker registered and unfenced, then the
+        scenario's topics created through the active controller and given leaders."""
+        timeout = self.bootstrap_timeout_ms
+        if not self.run_until(self.all_brokers_unfenced, timeout):
+            raise RuntimeError(f"the cluster did not come up within {timeout:g} ms (brokers not all registered and unfenced)")
+        for topic in self.scenario.topics:
+            self.create_topic(topic)
+        wanted = {(t.name, p) for t in self.scenario.topics for p in range(t.partitions)}
+
+        def topics_ready() -> bool:
+            img = self.view().image()
+            return img is not None and all(k in img.partitions and img.partitions[k].leader is not None for k in wanted)
+
+        if not self.run_until(topics_ready, timeout):
+            raise RuntimeError("the scenario's topics did not get leaders within the bootstrap timeout")
+        self.sim.record("runner", "cluster_ready", **self.cluster_ready_fields())
+
+    def create_topic(self, topic) -> None:
+        def call(ctl, now, out):
+            config = topic.config.model_dump(by_alias=True, exclude_none=True)
+            return ctl.create_topic(topic.name, topic.partitions, topic.replication_factor, topic.assignment, config, now, out)
+
+        self.admin(call)
+
     def all_brokers_unfenced(self) -> bool:
         img = self.view().image()
         if img is None:

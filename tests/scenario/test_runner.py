@@ -173,12 +173,6 @@ def test_an_occupied_output_folder_is_refused_and_kept(tmp_path):
     assert [p.name for p in out.iterdir()] == ["keep.txt"]
 
 
-def test_the_ray_runtime_is_refused_until_it_exists(tmp_path):
-    result = cli("run", "sim-faults-smoke", "--runtime", "ray", "--out", tmp_path / "r")
-    assert result.exit_code == 2 and "not available" in result.output
-    assert not (tmp_path / "r").exists()
-
-
 def test_default_run_directory_is_under_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     result = cli("run", "sim-faults-smoke", "--seed", "3")

@@ -69,3 +69,21 @@ def test_the_checker_catches_a_forbidden_import(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("import time\nfrom random import random\nopen('x')\nif TYPE_CHECKING:\n    import random\n")
     assert violations(bad) == ["line 1: imports time", "line 2: imports random", "line 3: calls open()"]
+
+
+def test_only_the_ray_adapter_imports_ray():
+    """DESIGN.md: every `ray.*` call lives in one adapter module (actors/runtime/ray/adapter.py)."""
+    adapter = ROOT / "actors" / "runtime" / "ray" / "adapter.py"
+    offenders = []
+    for pkg in PROTOCOL_PACKAGES + ["kraftlab", "workloads", "observability"]:
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            if path == adapter:
+                continue
+            tree = ast.parse(path.read_text(), filename=str(path))
+            for node in ast.walk(tree):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                    [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else [])
+                if any(n.split(".")[0] == "ray" for n in names):
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert offenders == []
+    assert "import ray" in adapter.read_text()

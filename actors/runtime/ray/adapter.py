@@ -26,6 +26,7 @@ from .node_process import Clock, NodeProcess
 from .role_specs import RoleSpec
 
 NODE_LABEL = "ray.io/node-id"
+HOST_UP_MARKER = ".host_up"
 ACTOR_OPTIONS = {"num_cpus": 0, "max_restarts": 0, "max_concurrency": 1000}
 
 
@@ -94,6 +95,10 @@ def create_client(name: str, spec: RoleSpec, node_id: str, root: str, epoch_s: f
     return actor
 
 
+def node_is_alive(node_id: str) -> bool:
+    return any(n["node_id"] == node_id for n in alive_nodes())
+
+
 def shutdown() -> None:
     if ray.is_initialized():
         ray.shutdown()
@@ -115,7 +120,7 @@ class NodeActor:
             background_flush_interval_ms=spec.background_flush_interval_ms,
         )
 
-    async def _transport(self, dst: str, batch: list[Envelope]) -> None:
+    async def _transport(self, dst: str, batch: list[tuple[float, Envelope]]) -> None:
         handle = self.peers.get(dst)
         if handle is None:
             raise RayActorError()
@@ -129,7 +134,7 @@ class NodeActor:
         info["pid"] = os.getpid()
         return info
 
-    async def deliver(self, batch: list[Envelope]) -> None:
+    async def deliver(self, batch: list[tuple[float, Envelope]]) -> None:
         self.process.deliver(batch)
 
     async def set_peer(self, name: str, handle) -> None:
@@ -175,23 +180,34 @@ class HostAgent:
         self.mode = StorageMode(mode)
         self.epoch_s = epoch_s
         self.nodes: dict[str, Any] = {}
+        # A host that was up when its previous agent vanished (its Ray node was removed) went
+        # down like an OS crash: its page cache is gone, so what was not flushed is lost.
+        self.recovered_from_os_crash = (self.root / HOST_UP_MARKER).exists()
+        if self.recovered_from_os_crash:
+            for node_dir in sorted(p for p in self.root.iterdir() if p.is_dir()):
+                file_store.os_crash(node_dir)
+        (self.root / HOST_UP_MARKER).write_bytes(b"")
 
     def _dir(self, name: str) -> Path:
         return self.root / name
 
-    async def where(self) -> str:
-        return ray.get_runtime_context().get_node_id()
+    async def where(self) -> dict[str, Any]:
+        return {"ray_node": ray.get_runtime_context().get_node_id(), "recovered_from_os_crash": self.recovered_from_os_crash}
 
-    async def start_node(self, name: str, spec: RoleSpec, seed: int, peers: dict[str, Any], faults: NetworkFaults):
-        """Start `name`'s process on this host; returns (handle, start info)."""
+    async def close(self) -> None:
+        """The host goes down cleanly (end of run): no crash to apply at the next agent's start."""
+        await self._kill(list(self.nodes))
+        (self.root / HOST_UP_MARKER).unlink(missing_ok=True)
+
+    async def create_node(self, name: str, spec: RoleSpec, seed: int):
+        """Create `name`'s process on this host (the driver starts it once its peers are known)."""
         if name in self.nodes:
             raise RuntimeError(f"{name} is already running on {self.host}")
         actor = NodeActor.options(**ACTOR_OPTIONS, **_on_node(self.node_id)).remote(
             name, spec, str(self._dir(name)), self.mode.value, self.epoch_s, seed
         )
-        info = await actor.start.remote(peers, faults)
         self.nodes[name] = actor
-        return actor, info
+        return actor
 
     async def _kill(self, names) -> None:
         for name in list(names):

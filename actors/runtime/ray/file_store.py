@@ -283,7 +283,18 @@ def os_crash(root: Path) -> dict[str, int]:
 
 
 def durable_view(root: Path) -> dict[str, bytes]:
-    """What `os_crash` would leave, without changing anything (for the checks on stopped nodes)."""
+    """What `os_crash` would leave, without changing anything (for the checks). The node may be
+    running and flushing meanwhile: a file that vanishes under the read means a newer state, so the
+    read starts over."""
+    for _ in range(10):
+        try:
+            return _durable_view_once(root)
+        except FileNotFoundError:
+            continue
+    return _durable_view_once(root)
+
+
+def _durable_view_once(root: Path) -> dict[str, bytes]:
     root = Path(root)
     if not root.exists():
         return {}
@@ -308,11 +319,15 @@ def visible_view(root: Path) -> dict[str, bytes]:
     root = Path(root)
     if not root.exists():
         return {}
-    return {
-        p.relative_to(root).as_posix(): p.read_bytes()
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and not _reserved(p.relative_to(root).as_posix())
-    }
+    out = {}
+    for p in sorted(root.rglob("*")):
+        rel = p.relative_to(root).as_posix()
+        if p.is_file() and not _reserved(rel):
+            try:
+                out[rel] = p.read_bytes()
+            except FileNotFoundError:  # deleted by the running node meanwhile
+                continue
+    return out
 
 
 def wipe(root: Path) -> None:

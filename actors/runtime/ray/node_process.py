@@ -15,8 +15,9 @@ Per-link FIFO: Ray orders nothing across senders, and not even one sender's call
 actor. Each link has one sender task with at most one call in flight; envelopes that queue up
 meanwhile travel together in the next call (one Ray call per batch of requests, never per record).
 Network faults are applied here, in the send path, from the driver's `NetworkFaults` copy: a lost
-envelope is never sent, a delayed one waits in its link's queue (delaying what follows it, as TCP
-would).
+envelope is never sent; a delayed one is sent at once with its arrival time, and the receiver holds
+it (and what follows it on the link, as TCP would) until then. A delayed message is therefore on
+the wire, not in its sender: it still arrives if the sender crashes meanwhile, as in the simulator.
 
 This module does not import ray: `transport(dst, envelopes)` is the coroutine that carries a batch,
 so tests drive nodes over an in-process transport.
@@ -50,7 +51,7 @@ from actors.runtime.network import NetworkFaults
 
 from .file_store import NodeFiles
 
-Transport = Callable[[str, list[Envelope]], Awaitable[None]]
+Transport = Callable[[str, list[tuple[float, Envelope]]], Awaitable[None]]
 
 
 class Clock:
@@ -99,6 +100,7 @@ class NodeProcess:
         self.stopped = False
         self.events: list[tuple[float, str, str, dict[str, Any]]] = []
         self._links: dict[str, _Link] = {}
+        self._inbound: dict[str, deque[tuple[float, Envelope]]] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._flush_task: asyncio.Task | None = None
         self.sent = self.dropped = self.delivered = 0
@@ -121,11 +123,42 @@ class NodeProcess:
 
     # --- inputs ---------------------------------------------------------------------------------
 
-    def deliver(self, envelopes: list[Envelope]) -> None:
-        if self.role is None or self.stopped:
+    def deliver(self, items: list[tuple[float, Envelope]]) -> None:
+        """A batch from one link: (arrival time, envelope), arrival times non-decreasing. What may
+        arrive now is handled now; the rest waits behind the link's earlier messages."""
+        if self.role is None or self.stopped or not items:
             return
-        self.delivered += len(envelopes)
-        self._run_many([lambda now, e=e: self.role.handle(e, now) for e in envelopes])
+        src = items[0][1].src
+        now = self.clock.now_ms()
+        held = self._inbound.get(src)
+        ready: list[Envelope] = []
+        for i, (at, env) in enumerate(items):
+            if held or at > now:
+                if held is None:
+                    held = self._inbound[src] = deque()
+                    asyncio.get_running_loop().create_task(self._release(src, held))
+                held.extend(items[i:])
+                break
+            ready.append(env)
+        self._handle(ready)
+
+    def _handle(self, envelopes: list[Envelope]) -> None:
+        if envelopes and self.role is not None and not self.stopped:
+            self.delivered += len(envelopes)
+            self._run_many([lambda now, e=e: self.role.handle(e, now) for e in envelopes])
+
+    async def _release(self, src: str, held: deque[tuple[float, Envelope]]) -> None:
+        """Hand over a link's delayed messages at their arrival times, in order."""
+        while held and not self.stopped:
+            wait_ms = held[0][0] - self.clock.now_ms()
+            if wait_ms > 0:
+                await asyncio.sleep(wait_ms / 1000.0)
+            now = self.clock.now_ms()
+            ready = []
+            while held and held[0][0] <= now:
+                ready.append(held.popleft()[1])
+            self._handle(ready)
+        del self._inbound[src]
 
     def invoke(self, fn: Callable[[Role, float], Any]) -> Any:
         """A local call on the role; an `Output` it returns is carried out, anything else returned."""
@@ -243,15 +276,8 @@ class NodeProcess:
                 link.wakeup.clear()
                 await link.wakeup.wait()
                 continue
-            wait_ms = queue[0][0] - self.clock.now_ms()
-            if wait_ms > 0:
-                await asyncio.sleep(wait_ms / 1000.0)
-            now = self.clock.now_ms()
-            batch = []
-            while queue and queue[0][0] <= now:
-                batch.append(queue.popleft()[1])
-            if not batch:
-                continue
+            batch = list(queue)
+            queue.clear()
             try:
                 await self.transport(dst, batch)
                 self.sent += len(batch)

@@ -37,6 +37,8 @@ def _latency(spec: LatencySpec) -> LatencyModel:
 
 
 class SimCluster(RoleCluster):
+    bootstrap_timeout_ms = BOOTSTRAP_TIMEOUT_MS
+
     def __init__(self, scenario: Scenario, event_sinks: Sequence[EventSink] = ()) -> None:
         self.scenario = scenario
         spec = scenario.cluster
@@ -78,28 +80,6 @@ class SimCluster(RoleCluster):
             self.quorum_elections += 1
 
     # --- bring-up -------------------------------------------------------------------------------
-
-    def bootstrap(self) -> None:
-        if not self.sim.run_for(BOOTSTRAP_TIMEOUT_MS, stop=self.all_brokers_unfenced):
-            raise RuntimeError(f"the cluster did not come up within {BOOTSTRAP_TIMEOUT_MS:g} ms (brokers not all registered and unfenced)")
-        for topic in self.scenario.topics:
-            self.create_topic(topic)
-        wanted = {(t.name, p) for t in self.scenario.topics for p in range(t.partitions)}
-
-        def topics_ready() -> bool:
-            img = self._view.image()
-            return img is not None and all(k in img.partitions and img.partitions[k].leader is not None for k in wanted)
-
-        if not self.sim.run_for(BOOTSTRAP_TIMEOUT_MS, stop=topics_ready):
-            raise RuntimeError("the scenario's topics did not get leaders within the bootstrap timeout")
-        self.sim.record("runner", "cluster_ready")
-
-    def create_topic(self, topic) -> None:
-        def call(ctl, now, out):
-            config = topic.config.model_dump(by_alias=True, exclude_none=True)
-            return ctl.create_topic(topic.name, topic.partitions, topic.replication_factor, topic.assignment, config, now, out)
-
-        self.admin(call)
 
     def admin(self, call) -> None:
         """Run an admin call on the active controller, waiting (bounded) for one to exist."""

@@ -1,0 +1,158 @@
+"""Real files for the Ray runtime (actors/runtime/ray/file_store.py): what each storage mode keeps
+across process crashes, OS crashes and disk loss, and torn-tail recovery, on a real directory."""
+
+from pathlib import Path
+
+from actors.contract import Output, Truncate
+from actors.runtime.ray.file_store import NodeFiles, durable_view, os_crash, visible_view, wipe
+from storage.codec import frame
+from storage.modes import StorageMode
+from storage.partition_log import PartitionLog, RecordBatch, replica_dir
+
+DIR = replica_dir("t", 0)
+
+
+def batch_frames(n: int, start: int = 0) -> list[bytes]:
+    frames = []
+    offset = start
+    for i in range(n):
+        b = RecordBatch.of(f"record-{start + i}".encode(), 1).stamped(offset, 0)
+        frames.append(frame(b.encode()))
+        offset += 1
+    return frames
+
+
+def recover(files: NodeFiles) -> tuple[PartitionLog, Output]:
+    out = Output()
+    return PartitionLog.recover(DIR, files.read_all(), out), out
+
+
+def test_page_cache_os_crash_cuts_each_file_to_its_flushed_length(tmp_path: Path):
+    files = NodeFiles(tmp_path, StorageMode.PAGE_CACHE)
+    first, second = batch_frames(3), batch_frames(2, start=3)
+    files.append(f"{DIR}/log", b"".join(first), 0)
+    files.flush()
+    files.append(f"{DIR}/log", b"".join(second), 1)
+    assert (tmp_path / DIR / "log").stat().st_size == len(b"".join(first + second))  # in the page cache
+    files.close()
+
+    lost = os_crash(tmp_path)
+
+    assert lost == {f"{DIR}/log": len(b"".join(second))}
+    log, _ = recover(NodeFiles(tmp_path, StorageMode.PAGE_CACHE))
+    assert log.end_offset == 3
+
+
+def test_page_cache_process_crash_keeps_unflushed_writes(tmp_path: Path):
+    files = NodeFiles(tmp_path, StorageMode.PAGE_CACHE)
+    files.append(f"{DIR}/log", b"".join(batch_frames(4)), 0)
+    files.close()  # the process dies; the OS (and its page cache) lives on
+    log, _ = recover(NodeFiles(tmp_path, StorageMode.PAGE_CACHE))
+    assert log.end_offset == 4
+    assert durable_view(tmp_path) == {}  # none of it would survive an OS crash
+
+
+def test_process_buffer_keeps_unflushed_appends_in_process_memory(tmp_path: Path):
+    files = NodeFiles(tmp_path, StorageMode.PROCESS_BUFFER)
+    files.append(f"{DIR}/log", b"".join(batch_frames(2)), 0)
+    files.flush()
+    files.append(f"{DIR}/log", b"".join(batch_frames(3, start=2)), 1)
+    assert files.size(f"{DIR}/log") == len(b"".join(batch_frames(5)))
+    assert (tmp_path / DIR / "log").stat().st_size == len(b"".join(batch_frames(2)))
+    files.close()  # process crash: the buffer is gone
+    log, _ = recover(NodeFiles(tmp_path, StorageMode.PROCESS_BUFFER))
+    assert log.end_offset == 2
+
+
+def test_fsync_mode_flush_syncs_and_survives_os_crash(tmp_path: Path):
+    files = NodeFiles(tmp_path, StorageMode.FSYNC)
+    files.append(f"{DIR}/log", b"".join(batch_frames(3)), 0)
+    assert files.is_dirty(f"{DIR}/log")
+    assert files.flush() == 1 and files.fsyncs == 1
+    assert not files.is_dirty()
+    files.close()
+    assert os_crash(tmp_path) == {}
+    log, _ = recover(NodeFiles(tmp_path, StorageMode.FSYNC))
+    assert log.end_offset == 3
+
+
+def test_torn_tail_is_detected_and_truncated_on_recovery(tmp_path: Path):
+    frames = batch_frames(3)
+    whole = b"".join(frames)
+    (tmp_path / DIR).mkdir(parents=True)
+    (tmp_path / DIR / "log").write_bytes(whole + frames[0][:7])  # a write cut in the middle
+    files = NodeFiles(tmp_path, StorageMode.PAGE_CACHE)
+    log, out = recover(files)
+    assert log.end_offset == 3
+    cuts = [op for op in out.storage if isinstance(op, Truncate)]
+    assert cuts == [Truncate(f"{DIR}/log", len(whole))]
+    files.truncate(cuts[0].path, cuts[0].size, 0)
+    assert (tmp_path / DIR / "log").stat().st_size == len(whole)
+
+
+def test_corrupt_tail_fails_its_crc_and_is_truncated(tmp_path: Path):
+    frames = batch_frames(3)
+    damaged = bytearray(frames[2])
+    damaged[-1] ^= 0xFF  # a bit flip in the last batch's body
+    (tmp_path / DIR).mkdir(parents=True)
+    (tmp_path / DIR / "log").write_bytes(frames[0] + frames[1] + bytes(damaged))
+    files = NodeFiles(tmp_path, StorageMode.FSYNC)
+    log, out = recover(files)
+    assert log.end_offset == 2
+    for op in out.storage:
+        if isinstance(op, Truncate):
+            files.truncate(op.path, op.size, 0)
+    assert (tmp_path / DIR / "log").read_bytes() == frames[0] + frames[1]
+
+
+def test_replaced_checkpoint_returns_to_its_flushed_content_after_os_crash(tmp_path: Path):
+    files = NodeFiles(tmp_path, StorageMode.PAGE_CACHE)
+    files.replace("replication-offset-checkpoint", b"hwm=5", 0)
+    files.flush()
+    files.replace("replication-offset-checkpoint", b"hwm=9", 1)
+    files.replace("quorum-state", b"never flushed", 1)
+    assert visible_view(tmp_path)["replication-offset-checkpoint"] == b"hwm=9"
+    files.close()
+    os_crash(tmp_path)
+    assert visible_view(tmp_path) == {"replication-offset-checkpoint": b"hwm=5"}
+
+
+def test_truncation_below_the_flushed_length_lowers_it(tmp_path: Path):
+    files = NodeFiles(tmp_path, StorageMode.PAGE_CACHE)
+    frames = batch_frames(4)
+    files.append(f"{DIR}/log", b"".join(frames), 0)
+    files.flush()
+    files.truncate(f"{DIR}/log", len(frames[0]), 1)
+    files.append(f"{DIR}/log", b"x" * 10, 2)
+    files.close()
+    os_crash(tmp_path)
+    assert (tmp_path / DIR / "log").read_bytes() == frames[0]
+
+
+def test_background_flush_writes_back_pages_dirty_long_enough(tmp_path: Path):
+    files = NodeFiles(tmp_path, StorageMode.PAGE_CACHE, dirty_expire_ms=30_000)
+    files.append("a", b"old", 0)
+    files.append("b", b"new", 25_000)
+    assert files.background_flush(31_000) == 1
+    assert files.dirty_paths() == ["b"]
+
+
+def test_clean_shutdown_marker_is_taken_once(tmp_path: Path):
+    files = NodeFiles(tmp_path, StorageMode.PAGE_CACHE)
+    files.append("a", b"data", 0)
+    files.write_clean_shutdown_marker(b"epoch=7")
+    assert not files.is_dirty()
+    files.close()
+    again = NodeFiles(tmp_path, StorageMode.PAGE_CACHE)
+    assert again.take_clean_shutdown_marker() == b"epoch=7"
+    assert again.take_clean_shutdown_marker() is None
+    assert "a" in again.read_all() and ".clean_shutdown" not in again.read_all()
+
+
+def test_disk_loss_wipes_the_directory(tmp_path: Path):
+    files = NodeFiles(tmp_path / "b1", StorageMode.FSYNC)
+    files.append("a", b"data", 0)
+    files.flush()
+    files.close()
+    wipe(tmp_path / "b1")
+    assert NodeFiles(tmp_path / "b1", StorageMode.FSYNC).read_all() == {}
