@@ -18,6 +18,10 @@ class StepFailed(Exception):
 
 
 class ClusterRuntime(Protocol):
+    # How long an `expect` whose values the runtime cannot tell yet (UNKNOWN) waits for them: 0 in
+    # the simulator (one consistent instant), a moment on Ray (copies polled from each actor).
+    unknown_grace_ms: float
+
     @property
     def now_ms(self) -> float: ...
 

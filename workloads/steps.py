@@ -76,12 +76,11 @@ class StepRunner:
             case ExpectStep(expect=cond):
                 view = rt.view()
                 problems = mismatches(cond, view)
-                grace = getattr(rt, "unknown_grace_ms", 0.0)
-                if problems and grace and any(v is UNKNOWN for v in actual_values(cond, view).values()):
+                if problems and rt.unknown_grace_ms and _has_unknown(cond, view):
                     # On Ray the view is made of copies polled from each actor: a value the copies
                     # cannot tell yet (a replica not created in the copy taken a moment before the
                     # controller's) gets a short while to become known; a known wrong value fails.
-                    rt.run_until(lambda: not any(v is UNKNOWN for v in actual_values(cond, view).values()), grace)
+                    rt.run_until(lambda: not _has_unknown(cond, view), rt.unknown_grace_ms)
                     problems = mismatches(cond, view)
                 if problems:
                     raise StepFailed(f"{describe_subject(cond)}: " + "; ".join(problems))
@@ -132,3 +131,7 @@ class StepRunner:
                 raise StepFailed(f"{ref}: partition {partition} has no in-sync follower now")
             return f"b{followers[0]}"
         return ref
+
+
+def _has_unknown(cond, view) -> bool:
+    return any(v is UNKNOWN for v in actual_values(cond, view).values())

@@ -318,13 +318,17 @@ class PartitionReplica:
         self.hwm = new
         self.hwm_advances += 1
         if self.waiting:
-            done = [w for w in self.waiting if w.required_offset <= new]
-            if done:
-                self.waiting = [w for w in self.waiting if w.required_offset > new]
-                for w in done:
-                    resp = ProduceResponse(w.request.request_id, self.topic, self.partition, None, w.base_offset)
-                    out.send(Envelope(self.env.node_id, w.reply_to, resp))
+            self._answer_waiting(lambda w: w.required_offset <= new, None, out)
         return True
+
+    def _answer_waiting(self, finished, error: str | None, out: Output) -> None:
+        """Answer the acks=all produce requests for which `finished(w)` holds, with `error`."""
+        done = [w for w in self.waiting if finished(w)]
+        if done:
+            self.waiting = [w for w in self.waiting if not finished(w)]
+            for w in done:
+                resp = ProduceResponse(w.request.request_id, self.topic, self.partition, error, w.base_offset)
+                out.send(Envelope(self.env.node_id, w.reply_to, resp))
 
     # --- fetches from followers ----------------------------------------------------------------
 
@@ -578,12 +582,7 @@ class PartitionReplica:
         if not self.is_leader:
             return
         if self.waiting:
-            expired = [w for w in self.waiting if w.deadline_ms <= now_ms]
-            if expired:
-                self.waiting = [w for w in self.waiting if w.deadline_ms > now_ms]
-                for w in expired:
-                    resp = ProduceResponse(w.request.request_id, self.topic, self.partition, REQUEST_TIMED_OUT, w.base_offset)
-                    out.send(Envelope(self.env.node_id, w.reply_to, resp))
+            self._answer_waiting(lambda w: w.deadline_ms <= now_ms, REQUEST_TIMED_OUT, out)
         if self.pending_isr is not None and now_ms >= self.alter_sent_ms + self._alter_retry_ms():
             self._send_alter_partition(now_ms, out)
 

@@ -9,7 +9,6 @@ nodes) runs there; `placement.assign_hosts` decides which host goes to which nod
 
 from __future__ import annotations
 
-import asyncio
 import os
 from pathlib import Path
 from typing import Any
@@ -89,10 +88,9 @@ def create_agent(host: str, node_id: str, root: str, mode: StorageMode, epoch_s:
 
 def create_client(name: str, spec: RoleSpec, node_id: str, root: str, epoch_s: float, seed: int):
     """A client node: no host agent (clients have no data worth a failure domain)."""
-    actor = NodeActor.options(**ACTOR_OPTIONS, **_on_node(node_id)).remote(
+    return NodeActor.options(**ACTOR_OPTIONS, **_on_node(node_id)).remote(
         name, spec, str(Path(root) / name), StorageMode.PAGE_CACHE.value, epoch_s, seed
     )
-    return actor
 
 
 def node_is_alive(node_id: str) -> bool:
@@ -158,7 +156,7 @@ class NodeActor:
             "events": p.drain_events(),
             "dirty": p.files.dirty_paths(),
             "stopped": p.stopped,
-            "links_idle": all(not link.queue for link in p._links.values()),
+            "links_idle": p.links_idle(),
             "counters": {"sent": p.sent, "dropped": p.dropped, "delivered": p.delivered, "fsyncs": p.files.fsyncs},
         }
 
@@ -214,7 +212,6 @@ class HostAgent:
             actor = self.nodes.pop(name, None)
             if actor is not None:
                 ray.kill(actor, no_restart=True)
-        await asyncio.sleep(0)
 
     async def stopped(self, name: str) -> None:
         """A node finished a clean shutdown: its process exits."""

@@ -9,6 +9,7 @@ Time is real: `wait` sleeps, `wait_for` polls until its condition holds or its t
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -26,7 +27,7 @@ from kraftlab.scenario.schema import Scenario, split_partition_ref
 from storage.modes import CrashKind, StorageMode
 from workloads.runtime_api import StepFailed
 
-from . import adapter
+from . import adapter, file_store
 from .mirror import MirrorDisk, MirrorHost, MirrorNode, MirrorWorld
 from .placement import assign_hosts
 from .role_specs import RoleSpec
@@ -141,8 +142,6 @@ class RayCluster(RoleCluster):
     def _fetch_files(self, host: str, owner: str, durable: bool) -> dict[str, bytes]:
         agent = self.agents[host]
         if agent is None:  # the host's Ray node is gone: read its folder if this machine sees it
-            from . import file_store
-
             folder = self.data_root / host / owner
             return file_store.durable_view(folder) if durable else file_store.visible_view(folder)
         return adapter.get(agent.files.remote(owner, durable), CALL_TIMEOUT_S)
@@ -192,7 +191,6 @@ class RayCluster(RoleCluster):
         cache (an OS crash). A restart brings the host up on another node, from its directory."""
         self.sim.record(host, "crash", mode=CrashKind.OS.value, host=host, cause="ray_node_lost", ray_node=self.placement[host])
         self._mark_down(host)
-        self.sim.hosts[host].up = False
         self.agents[host] = None
 
     def _replace_agent(self, host: str) -> None:
@@ -278,8 +276,6 @@ class RayCluster(RoleCluster):
         self.sim.record(node, "crash", mode=kind.value, host=node)
         lost = adapter.get(self.agents[node].crash.remote(kind.value, node), CALL_TIMEOUT_S)
         self._mark_down(node)
-        if kind is not CrashKind.PROCESS:
-            self.sim.hosts[node].up = False
         self.sim.record("runner", "crash_done", node=node, mode=kind.value, bytes_lost=sum(lost.values()))
 
     def restart(self, node: str) -> None:
@@ -289,7 +285,6 @@ class RayCluster(RoleCluster):
         if self.agents.get(node) is None:
             self._replace_agent(node)
         mirror.handle = adapter.get(self.agents[node].create_node.remote(node, self.specs[node], self._seed()), CALL_TIMEOUT_S)
-        self.sim.hosts[node].up = True
         self._announce(node)
         self._start_nodes([node])
 
@@ -377,6 +372,4 @@ class RayCluster(RoleCluster):
             if agent is not None:
                 adapter.kill(agent)
         if self._own_data_root:
-            import shutil
-
             shutil.rmtree(self.data_root, ignore_errors=True)

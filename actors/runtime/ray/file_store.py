@@ -160,20 +160,18 @@ class NodeFiles:
 
     def replace(self, rel: str, data: bytes, now_ms: float) -> None:
         path = self.root / rel
-        if rel not in self.saved and rel not in self._dirty_since and path.exists():
-            # Its current content is durable: keep it aside, an OS crash brings it back.
-            copy = self.root / DURABLE_COPIES / rel
-            copy.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, copy)
+        durable_len = self.durable.get(rel, 0)
+        if rel not in self.saved and durable_len > 0:
+            # Keep the durable content aside: an OS crash before the next flush brings it back.
+            with open(path, "rb") as f:
+                _write_atomically(self.root / DURABLE_COPIES / rel, f.read(durable_len), sync=False)
             self.saved.add(rel)
             self._save_bookkeeping()
-        elif rel not in self.saved and not path.exists():
-            self.durable.pop(rel, None)
         self._close(rel)
         self._pending.pop(rel, None)
         _write_atomically(path, data, sync=False)
         self._size[rel] = len(data)
-        self._dirty_since[rel] = self._dirty_since.get(rel, now_ms)
+        self._touch(rel, now_ms)
         if rel not in self.saved:
             self.durable[rel] = 0  # nothing of the new content is durable before a flush
 
@@ -207,10 +205,8 @@ class NodeFiles:
             if pending:
                 os.write(self._fd(rel), pending)
                 self._size[rel] = self._size.get(rel, 0) + len(pending)
-            if (self.root / rel).exists():
-                fd = self._fd(rel)
-                os.fsync(fd)
-                self.fsyncs += 1
+            os.fsync(self._fd(rel))
+            self.fsyncs += 1
             self.durable[rel] = self._size.get(rel, 0)
             if rel in self.saved:
                 self.saved.discard(rel)

@@ -57,7 +57,6 @@ class MirrorHost:
     def __init__(self, name: str, disk: MirrorDisk) -> None:
         self.name = name
         self.disk = disk
-        self.up = True
 
 
 class MirrorNode:

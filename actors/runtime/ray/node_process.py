@@ -286,6 +286,10 @@ class NodeProcess:
 
     # --- what the driver reads ------------------------------------------------------------------
 
+    def links_idle(self) -> bool:
+        """Nothing waits to be sent (a stopped process may exit without losing a message)."""
+        return all(not link.queue for link in self._links.values())
+
     def drain_events(self) -> list[tuple[float, str, str, dict[str, Any]]]:
         events, self.events = self.events, []
         return events

@@ -38,6 +38,7 @@ def _latency(spec: LatencySpec) -> LatencyModel:
 
 class SimCluster(RoleCluster):
     bootstrap_timeout_ms = BOOTSTRAP_TIMEOUT_MS
+    unknown_grace_ms = 0.0
 
     def __init__(self, scenario: Scenario, event_sinks: Sequence[EventSink] = ()) -> None:
         self.scenario = scenario
