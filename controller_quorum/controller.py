@@ -83,14 +83,23 @@ class Controller:
     def on_commit(self, entries: list[LogEntry], now_ms: float, out: Output) -> None:
         for e in entries:
             self.committed.apply(e.offset, e.record)
-            if isinstance(e.record, PartitionRecord) and e.record.election in self.elections and e.record.reason != "create":
-                self.elections[e.record.election] += 1
-                out.emit("partition_election", partition=f"{e.record.topic}-{e.record.partition}", how=e.record.election, leader=e.record.leader, leader_epoch=e.record.leader_epoch)
+            if isinstance(e.record, PartitionRecord):
+                self._emit_partition_state(e.record, out)
         ready = [r for r in self.replies if r[0] < self.committed.offset]
         if ready:
             self.replies = [r for r in self.replies if r[0] >= self.committed.offset]
             for _, env in ready:
                 out.send(env)
+
+    def _emit_partition_state(self, rec: PartitionRecord, out: Output) -> None:
+        """Every voter reports each committed partition state (the availability figures keep the
+        first report of each partition epoch: the earliest moment the cluster knew it)."""
+        name = f"{rec.topic}-{rec.partition}"
+        if rec.election in self.elections and rec.reason != "create":
+            self.elections[rec.election] += 1
+            out.emit("partition_election", partition=name, how=rec.election, leader=rec.leader, leader_epoch=rec.leader_epoch)
+        min_isr = topic_min_isr(self.committed, self.settings.config, rec.topic, len(rec.replicas))
+        out.emit("partition_state", partition=name, partition_epoch=rec.partition_epoch, leader=rec.leader, isr=list(rec.isr), under_min_isr=len(rec.isr) < min_isr)
 
     def on_become_leader(self, epoch: int, now_ms: float, out: Output) -> None:
         working = self.committed.copy()

@@ -13,13 +13,14 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
+
+from kraftlab import demo as demo_mod
 
 from kraftlab.runner import RunResult, RunSetupError, run_scenario
 from kraftlab.scenario.loading import ScenarioError, library_scenarios, load_scenario, parse_yaml
 from kraftlab.scenario.schema import Scenario
-
-DEMO_SCENARIO = "sim-faults-smoke"
 
 out = Console()
 err = Console(stderr=True)
@@ -107,15 +108,36 @@ def scenarios() -> None:
 
 
 @main.command()
-@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None)
-def demo(out_dir: Path | None) -> None:
-    """The default job. Until the Ray runtime lands it runs a built-in scenario in the simulator."""
-    try:
-        sc, _ = load_scenario(DEMO_SCENARIO)
-    except ScenarioError as exc:
-        _input_error(str(exc))
-        return
-    _run_and_report(sc, DEMO_SCENARIO, (), out_dir)
+@click.option("--runtime", type=click.Choice(["ray", "sim"]), default="ray", show_default=True, help="ray: an embedded local Ray (or --address); sim: the simulator, in a second.")
+@click.option("--address", default=None, help="Ray cluster to join; default RAY_ADDRESS, else an embedded local Ray.")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None, help="Folder for the two run directories (default runs/demo-<time>/).")
+def demo(runtime: str, address: str | None, out_dir: Path | None) -> None:
+    """The default job: Last Replica Standing under load, ELR on vs off, compared."""
+    if out_dir is not None and out_dir.exists() and any(out_dir.iterdir()):
+        _input_error(f"--out {out_dir}: the folder exists and is not empty")
+    out.print(f"[bold]Last Replica Standing[/] (KIP-966) under acks=all load on page-cache storage, ELR on vs off  runtime={runtime}", highlight=False)
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[step]}"), TimeElapsedColumn())
+    with Progress(*columns, console=out) as progress:
+        tasks = {variant: progress.add_task(variant, total=None, step="starting the cluster") for variant, _ in demo_mod.VARIANTS}
+
+        def on_progress(variant: str, index: int, steps: int, kind: str) -> None:
+            progress.update(tasks[variant], completed=index, total=steps, step=kind)
+
+        rows = demo_mod.run_demo(runtime=runtime, address=address, out_root=out_dir, on_progress=on_progress)
+    table = Table("", "acked", "lost", "offline s", "unavail. s", "rec/s", "p99 ms", "as expected")
+    for r in rows:
+        p99 = "-" if r.p99_ms is None else f"{r.p99_ms:,.0f}"
+        lost = f"[red]{r.acked_lost:,}[/]" if r.acked_lost else "0"
+        table.add_row(r.variant, f"{r.acked:,}", lost, f"{r.offline_s:.1f}", f"{r.unavailable_s:.1f}", f"{r.records_per_s:,.0f}", p99, "[green]yes[/]" if r.ok else "[red]no[/]")
+    out.print(table)
+    out.print("lost: acknowledged (acks=all) records missing from the log at the end; unavail.: offline or ISR below "
+              "min.insync.replicas (acks=all refused); rec/s: acknowledged per second of load; p99: produce latency, "
+              "handed over -> acknowledged.", highlight=False, style="dim")
+    out.print("ELR keeps broker 2, which has every acknowledged record, as the only leader candidate and waits for it; "
+              "without ELR the crashed leader is elected again, sooner, with the records its host lost.", highlight=False)
+    for r in rows:
+        out.print(f"{r.variant}: {r.run_dir}", highlight=False)
+    sys.exit(0 if all(r.ok for r in rows) else 1)
 
 
 @main.command()

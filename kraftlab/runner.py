@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 
 from kraftlab.scenario.schema import Scenario
+from observability.availability import AvailabilityTracker
 from observability.event_log import EventLog
 from workloads.cluster_view import plain
 from workloads.steps import Failure, StepRunner
@@ -64,14 +65,14 @@ def default_run_dir(scenario: Scenario, root: Path = DEFAULT_RUNS_ROOT) -> Path:
     return candidate
 
 
-def _build_runtime(scenario: Scenario, events: EventLog, address: str | None):
+def _build_runtime(scenario: Scenario, sinks: list[Callable], address: str | None):
     if scenario.runtime == "ray":
         from actors.runtime.ray.cluster import RayCluster  # Ray is only loaded when used
 
-        return RayCluster(scenario, event_sinks=[events], address=address)
+        return RayCluster(scenario, event_sinks=sinks, address=address)
     from actors.runtime.sim.cluster import SimCluster
 
-    return SimCluster(scenario, event_sinks=[events])
+    return SimCluster(scenario, event_sinks=sinks)
 
 
 def run_scenario(
@@ -95,12 +96,13 @@ def run_scenario(
 
     started = time.perf_counter()
     events = EventLog(work_dir / "events")
+    availability = AvailabilityTracker()
     failures: list[Failure] = []
     error: str | None = None
     runtime = None
     steps = None
     try:
-        runtime = _build_runtime(scenario, events, address)
+        runtime = _build_runtime(scenario, [events, availability], address)
         steps = StepRunner(runtime, scenario)
         failures = steps.run(on_step)
     except Exception as exc:  # a broken internal invariant or a bug: keep the evidence, fail the run
@@ -109,7 +111,7 @@ def run_scenario(
         failures.append(Failure(at_step, "internal_error", f"{type(exc).__name__}: {exc} (see error.txt)"))
     wall_s = time.perf_counter() - started
     try:
-        summary = build_summary(scenario, runtime, failures, wall_s, replay_command(source, scenario, overrides))
+        summary = build_summary(scenario, runtime, failures, wall_s, replay_command(source, scenario, overrides), availability)
     finally:
         events.close()
         if runtime is not None and hasattr(runtime, "close"):
@@ -125,7 +127,12 @@ def run_scenario(
 
 
 def build_summary(
-    scenario: Scenario, runtime: Any, failures: list[Failure], wall_s: float, replay: str
+    scenario: Scenario,
+    runtime: Any,
+    failures: list[Failure],
+    wall_s: float,
+    replay: str,
+    availability: AvailabilityTracker | None = None,
 ) -> dict[str, Any]:
     violations = runtime.violations() if runtime is not None else []
     violated = {v["invariant"] for v in violations}
@@ -150,6 +157,14 @@ def build_summary(
             "messages_delivered": runtime_stats["messages_delivered"],
             "messages_dropped": runtime_stats["messages_dropped"],
         }
+        clients = getattr(runtime, "clients", None)
+        if clients is not None:
+            stats["produce_latency_ms"] = clients.produce_latency().summary()
+            load = clients.load_stats()
+            if load is not None:
+                stats["load"] = load
+        if availability is not None:
+            stats["availability"] = availability.report(runtime.now_ms)
         if "placement" in runtime_stats:
             stats["placement"] = runtime_stats["placement"]
         final = {

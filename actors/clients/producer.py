@@ -33,6 +33,8 @@ from actors.replication.messages import (
 from storage.codec import pack
 from storage.partition_log import NO_PRODUCER, RecordBatch
 
+from .latency import LatencyHistogram
+
 RETRY_BACKOFF_MS = 100  # retry.backoff.ms
 REQUEST_TIMEOUT_MS = 5_000  # an unanswered request is retried after this
 METADATA_TIMEOUT_MS = 1_000
@@ -73,6 +75,7 @@ class PendingRecord:
     acks: int
     idempotent: bool
     deadline_ms: float
+    created_ms: float  # when the application handed it over: latency counts from here
 
 
 @dataclass
@@ -95,16 +98,21 @@ class InFlightBatch:
 @dataclass
 class LoadPlan:
     """Open-loop load: `rate_per_s` records a second spread over `partitions` round-robin, from
-    `start_ms` until `until_ms` (None: forever), each `message_bytes` long."""
+    `start_ms` until `until_ms` (None: forever), each `message_bytes` long.
+
+    `rate_per_s` None is unthrottled load (producer-perf-test's `--throughput -1`): new records are
+    made as fast as the producer's buffer frees up, so that at most `buffer_records` wait or are in
+    flight at once (the role of buffer.memory); a benchmark finds the ceiling this way."""
 
     partitions: list[tuple[str, int]]
-    rate_per_s: float
+    rate_per_s: float | None
     message_bytes: int
     acks: int
     start_ms: float
     until_ms: float | None
     generated: int = 0
     command_id: int = -1
+    buffer_records: int = 0
 
 
 LOAD_TICK_MS = 10  # records due are queued every 10 ms (a linger.ms-like batching window)
@@ -140,7 +148,12 @@ class ProducerNode:
         self.next_request_id = 0
         self.acked = 0
         self.failed = 0
-        self.latencies_ms: list[float] = []
+        self.latency = LatencyHistogram()  # acknowledged records: handed over -> acknowledged
+        # The background load's window and progress entry (set once by start_load; the plan
+        # itself is dropped when the load ends).
+        self.load_started_ms: float | None = None
+        self.load_until_ms: float | None = None
+        self.load_command_id = 0
         self._now = 0.0
         self.load: LoadPlan | None = None
 
@@ -157,15 +170,21 @@ class ProducerNode:
         self.commands[cmd.command_id] = CommandProgress(cmd)
         q = self.queues.setdefault((cmd.topic, cmd.partition), deque())
         for v in cmd.values:
-            q.append(PendingRecord(cmd.command_id, v, cmd.acks, cmd.idempotent, now_ms + cmd.timeout_ms))
+            q.append(PendingRecord(cmd.command_id, v, cmd.acks, cmd.idempotent, now_ms + cmd.timeout_ms, now_ms))
         out.emit("produce_invoked", command=cmd.command_id, partition=f"{cmd.topic}-{cmd.partition}", count=len(cmd.values), acks=cmd.acks)
         self._send_ready(now_ms, out)
         return self._finish(out)
 
-    def start_load(self, partitions, rate_per_s: float, message_bytes: int, acks: int, now_ms: float, until_ms: float | None) -> Output:
-        """A local call: start open-loop load (the scenario `load` step)."""
+    def start_load(
+        self, partitions, rate_per_s: float | None, message_bytes: int, acks: int, now_ms: float, until_ms: float | None, buffer_records: int = 0
+    ) -> Output:
+        """A local call: start open-loop load (the scenario `load` step), or unthrottled load
+        (`rate_per_s` None, at most `buffer_records` outstanding; for benchmarks)."""
         out = Output()
-        self.load = LoadPlan(list(partitions), rate_per_s, message_bytes, acks, now_ms, until_ms, command_id=-1 - len(self.commands))
+        if rate_per_s is None and buffer_records <= 0:
+            raise ValueError("unthrottled load needs a positive buffer_records")
+        self.load = LoadPlan(list(partitions), rate_per_s, message_bytes, acks, now_ms, until_ms, command_id=-1 - len(self.commands), buffer_records=buffer_records)
+        self.load_started_ms, self.load_until_ms, self.load_command_id = now_ms, until_ms, self.load.command_id
         self.commands[self.load.command_id] = CommandProgress(ProduceCommand(self.load.command_id, "", 0, (), acks, False, LOAD_DELIVERY_TIMEOUT_MS))
         out.emit("load_started", rate_per_s=rate_per_s, partitions=len(partitions), acks=acks)
         self._generate(now_ms, out)
@@ -176,14 +195,18 @@ class ProducerNode:
         if plan is None:
             return
         end = now_ms if plan.until_ms is None else min(now_ms, plan.until_ms)
-        due = int((end - plan.start_ms) * plan.rate_per_s / 1000.0) + 1 - plan.generated
+        if plan.rate_per_s is None:
+            outstanding = sum(len(q) for q in self.queues.values()) + sum(len(b.records) for b in self.in_flight.values())
+            due = plan.buffer_records - outstanding if plan.until_ms is None or now_ms < plan.until_ms else 0
+        else:
+            due = int((end - plan.start_ms) * plan.rate_per_s / 1000.0) + 1 - plan.generated
         pad = "x" * max(0, plan.message_bytes - 16)
         for _ in range(max(due, 0)):
             n = plan.generated
             plan.generated += 1
             key = plan.partitions[n % len(plan.partitions)]
             value = f"{self.producer_id}-{n}-{pad}"[: max(plan.message_bytes, 8)]
-            self.queues.setdefault(key, deque()).append(PendingRecord(plan.command_id, value, plan.acks, False, now_ms + LOAD_DELIVERY_TIMEOUT_MS))
+            self.queues.setdefault(key, deque()).append(PendingRecord(plan.command_id, value, plan.acks, False, now_ms + LOAD_DELIVERY_TIMEOUT_MS, now_ms))
         if plan.until_ms is not None and now_ms >= plan.until_ms:
             self.load = None
             out.emit("load_finished", generated=plan.generated)
@@ -193,6 +216,8 @@ class ProducerNode:
         p = env.payload
         if isinstance(p, ProduceResponse):
             self._on_produce_response(p, now_ms, out)
+            if self.load is not None and self.load.rate_per_s is None:
+                self._generate(now_ms, out)  # unthrottled: refill the buffer at once
         elif isinstance(p, MetadataResponse):
             self._on_metadata(p, now_ms, out)
         self._send_ready(now_ms, out)
@@ -351,8 +376,8 @@ class ProducerNode:
         self.acked_batches.append(AckedBatch(topic, partition, base_offset, b.batch.count, b.batch.crc, b.acks))
         for r in b.records:
             self.commands[r.command_id].acked += 1
-        if b.attempts:
-            self.latencies_ms.append(now_ms - b.sent_ms)
+        for r in b.records:
+            self.latency.record_ms(now_ms - r.created_ms)
         out.emit("produce_acked", partition=f"{topic}-{partition}", base_offset=base_offset, count=b.batch.count, acks=b.acks, crc=b.batch.crc)
 
     def _failed(self, key, records: list[PendingRecord], error: str, out: Output) -> None:

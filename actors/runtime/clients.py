@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from actors.clients.consumer import ConsumeCommand
+from actors.clients.latency import LatencyHistogram
 from actors.clients.producer import ACKS, ProduceCommand
 from kraftlab.scenario.schema import split_partition_ref
 from workloads.conditions import matches
@@ -144,6 +145,34 @@ class Clients:
         if with_lost:
             out["acked_lost"] = self.acked_lost()  # a scan of every acknowledged batch
         return out
+
+    def produce_latency(self) -> LatencyHistogram:
+        """Every producer's acknowledged records, handed over -> acknowledged."""
+        merged = LatencyHistogram()
+        for name in self.producers:
+            role = self.role(name)
+            if role is not None:
+                merged.add(role.latency)
+        return merged
+
+    def load_stats(self) -> dict[str, float] | None:
+        """What the background load achieved: records acknowledged and failed, and acknowledged
+        records per second of load (from its start to its end, or to now). None without load."""
+        now = self.cluster.now_ms
+        acked = failed = 0
+        windows = []
+        for name in self.producers:
+            role = self.role(name)
+            if role is None or role.load_started_ms is None:
+                continue
+            progress = role.commands[role.load_command_id]
+            acked += progress.acked
+            failed += progress.failed
+            windows.append((role.load_started_ms, now if role.load_until_ms is None else min(role.load_until_ms, now)))
+        if not windows:
+            return None
+        duration_ms = max(max(end for _, end in windows) - min(start for start, _ in windows), 1.0)
+        return {"acked": acked, "failed": failed, "duration_ms": round(duration_ms, 1), "acked_per_s": round(acked * 1000.0 / duration_ms, 1)}
 
     def acked_lost(self) -> int:
         """Acknowledged acks=all records missing from the partition's log now: the current

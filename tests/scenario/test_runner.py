@@ -187,10 +187,25 @@ def test_scenarios_lists_the_library():
     assert result.exit_code == 0 and "sim-faults-smoke" in result.output
 
 
-def test_demo_runs_the_default_job(tmp_path):
-    result = cli("demo", "--out", tmp_path / "demo")
+def test_demo_in_the_simulator_compares_elr_on_and_off(tmp_path):
+    result = cli("demo", "--runtime", "sim", "--out", tmp_path / "demo")
     assert result.exit_code == 0, result.output
-    assert json.loads((tmp_path / "demo" / "summary.json").read_text())["ok"] is True
+    on = json.loads((tmp_path / "demo" / "last-replica-standing-load" / "summary.json").read_text())
+    off = json.loads((tmp_path / "demo" / "last-replica-standing-load-no-elr" / "summary.json").read_text())
+    assert on["ok"] and off["ok"]
+    assert on["stats"]["acked_lost"] == 0 < off["stats"]["acked_lost"]
+    # ELR waits offline for broker 2; without it broker 1 is elected again as soon as it is back.
+    assert on["stats"]["availability"]["t-0"]["offline_ms"] > off["stats"]["availability"]["t-0"]["offline_ms"]
+    for row in ("ELR on", "ELR off"):
+        assert row in result.output
+
+
+def test_demo_refuses_a_non_empty_out_folder(tmp_path):
+    (tmp_path / "demo").mkdir()
+    (tmp_path / "demo" / "keep.txt").write_text("mine")
+    result = cli("demo", "--runtime", "sim", "--out", tmp_path / "demo")
+    assert result.exit_code == 2 and "not empty" in result.output
+    assert (tmp_path / "demo" / "keep.txt").read_text() == "mine"
 
 
 def test_the_published_json_schema_is_current():

@@ -9,7 +9,9 @@ nodes) runs there; `placement.assign_hosts` decides which host goes to which nod
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +146,11 @@ class NodeActor:
     async def invoke(self, fn) -> Any:
         return self.process.invoke(fn)
 
+    async def set_recording(self, on: bool) -> None:
+        self.process.recording = on
+        if not on:
+            self.process.events.clear()
+
     async def request_shutdown(self) -> None:
         self.process.request_shutdown()
 
@@ -242,3 +249,43 @@ class HostAgent:
 
     async def running(self) -> list[str]:
         return sorted(self.nodes)
+
+
+# --- the transport ceiling (bench/ray_throughput.py) --------------------------------------------
+
+
+@ray.remote
+class EchoActor:
+    """The far end of a bare actor-to-actor call: takes a payload, answers with its length."""
+
+    async def echo(self, payload: bytes) -> int:
+        return len(payload)
+
+    async def call_loop(self, target, payload_bytes: int, in_flight: int, seconds: float) -> int:
+        """Call `target.echo` with `payload_bytes` bytes, `in_flight` calls outstanding at once,
+        for `seconds`; the number of calls answered."""
+        payload = os.urandom(payload_bytes)
+        end = time.monotonic() + seconds
+        done = 0
+
+        async def lane() -> None:
+            nonlocal done
+            while time.monotonic() < end:
+                await target.echo.remote(payload)
+                done += 1
+
+        await asyncio.gather(*(lane() for _ in range(in_flight)))
+        return done
+
+
+def echo_round_trips_per_s(payload_bytes: int, in_flight: int, seconds: float) -> float:
+    """Actor-to-actor round trips per second (same actor options as the node actors)."""
+    caller = EchoActor.options(**ACTOR_OPTIONS).remote()
+    target = EchoActor.options(**ACTOR_OPTIONS).remote()
+    try:
+        ray.get([caller.echo.remote(b""), target.echo.remote(b"")])  # both up before timing
+        done = ray.get(caller.call_loop.remote(target, payload_bytes, in_flight, seconds))
+        return done / seconds
+    finally:
+        kill(caller)
+        kill(target)

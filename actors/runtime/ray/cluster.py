@@ -71,6 +71,7 @@ class RayCluster(RoleCluster):
         self._view = RoleClusterView(self)
         self._next_seed = scenario.seed * 1_000_003
         self._closed = False
+        self.observing = True
 
         brokers = [f"b{i}" for i in range(1, self.settings.brokers + 1)]
         voters = list(self.settings.voters)
@@ -155,9 +156,22 @@ class RayCluster(RoleCluster):
 
     # --- polling --------------------------------------------------------------------------------
 
+    def stop_observing(self) -> None:
+        """From now on nothing is polled and no event is kept: the actors run unwatched. For
+        benchmarks, once the cluster is up (a role copy per poll would cost more than the load);
+        the mirror keeps the last copies and checks nothing more."""
+        self.observing = False
+        adapter.wait_quietly([n.handle.set_recording.remote(False) for n in self.sim.nodes.values() if n.handle is not None], CALL_TIMEOUT_S)
+
+    def call(self, name: str, fn) -> Any:
+        """Run `fn(role, now_ms)` in `name`'s actor and return its result, without polling."""
+        return adapter.get(self.sim.nodes[name].handle.invoke.remote(fn), CALL_TIMEOUT_S)
+
     def refresh(self) -> None:
         """Collect every running actor's role copy and events; feed the events to the sinks in time
         order; run the invariant checks once."""
+        if not self.observing:
+            return
         running = [(name, node) for name, node in self.sim.nodes.items() if node.handle is not None]
         snaps = adapter.wait_quietly([node.handle.snapshot.remote() for _, node in running], CALL_TIMEOUT_S)
         events = []

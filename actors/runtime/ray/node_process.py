@@ -99,6 +99,8 @@ class NodeProcess:
         self.role: Role | None = None
         self.stopped = False
         self.events: list[tuple[float, str, str, dict[str, Any]]] = []
+        # False while nobody collects events (a benchmark's measured phase): they are not kept.
+        self.recording = True
         self._links: dict[str, _Link] = {}
         self._inbound: dict[str, deque[tuple[float, Envelope]]] = {}
         self._timer: asyncio.TimerHandle | None = None
@@ -217,8 +219,9 @@ class NodeProcess:
                     stop = op
                 else:
                     raise TypeError(f"{self.name} returned an unknown storage operation {op!r}")
-            for ev in out.events:
-                self.events.append((now, self.name, ev.kind, ev.fields))
+            if self.recording:
+                for ev in out.events:
+                    self.events.append((now, self.name, ev.kind, ev.fields))
             sends.extend(out.sends)
             if out.next_deadline_ms is not None:
                 deadline = out.next_deadline_ms

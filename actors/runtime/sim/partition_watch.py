@@ -58,6 +58,12 @@ class PartitionInvariants:
         self.beyond_tolerance: set[Key] = set()
         self._stamp: tuple | None = None
         self._latest: dict[Key, Any] = {}
+        # Per partition: the leader epoch of its newest unclean election (from the controller's
+        # `partition_election` events), and the epoch the checks were last rebased for. On Ray a
+        # poll can miss the RECOVERING state altogether (the leader ends it within milliseconds),
+        # so the election itself, not the state, tells that the log starts over.
+        self._unclean_epoch: dict[Key, int] = {}
+        self._rebased_epoch: dict[Key, int] = {}
         self._legit_logs: dict[Key, PartitionLog | None] = {}
         self._min_isr_cache: dict[Key, tuple] = {}
         self._broker_nodes = [(int(n[1:]), node) for n, node in sorted(cluster.sim.nodes.items()) if n.startswith("b")]
@@ -75,6 +81,10 @@ class PartitionInvariants:
                     "AppliedHWM",
                     f"{node} proposed adding {f['follower']} to the ISR of {f['partition']} at LEO {f['follower_leo']} (HWM {f['hwm']}, LESO {f['leso']}, fetch epoch {f['fetch_epoch']}/{f['leader_epoch']})",
                 )
+        elif kind == "partition_election" and f["how"] == "unclean":
+            topic, _, p = f["partition"].rpartition("-")
+            key = (topic, int(p))
+            self._unclean_epoch[key] = max(self._unclean_epoch.get(key, -1), f["leader_epoch"])
         elif kind == "crash" and node.startswith("b"):
             self._on_crash(node, f["mode"])
         elif kind == "broker_registered" and node.startswith("b"):
@@ -192,10 +202,13 @@ class PartitionInvariants:
             self._legit_logs[key] = legit.log if legit is not None else None
             if legit is not None:
                 self._check_leader(key, name, rec.leader, legit, self._acked_by_key.get(key, []), true_hwm, min_isr, rec, found)
-                if rec.leader_recovery_state == RECOVERING:
+                unclean_epoch = self._unclean_epoch.get(key)
+                newly_unclean = unclean_epoch == legit.leader_epoch and self._rebased_epoch.get(key) != unclean_epoch
+                if rec.leader_recovery_state == RECOVERING or newly_unclean:
                     # An unclean election (its loss, if any, was just reported): from now on the
                     # partition's log is this leader's, and the checks go on from there.
                     self._rebase(key, legit)
+                    self._rebased_epoch[key] = legit.leader_epoch
                     true_hwm = self.true_hwm[key]
             for b, r in leaders:
                 self._check_strict_min_isr(key, name, b, r, min_isr, found)

@@ -1,0 +1,176 @@
+"""Produce throughput and latency on a local Ray: RF 3, acks=all, 100-byte records.
+
+For each storage mode (page_cache, fsync) and partition count (1, 8) a fresh 3-broker, 3-voter
+cluster runs on the embedded Ray, and one producer actor writes
+
+1. unthrottled (like producer-perf-test `--throughput -1`, with a bounded buffer): the acknowledged
+   records/s is the ceiling of the protocol path, with its latency at saturation;
+2. open loop at half that rate: the latency (handed over -> acknowledged) at moderate load.
+
+In the same run it measures the raw Ray transport ceiling for the same batch sizes (one actor
+calling another with a payload of the average batch's size, one call in flight per partition, as
+the producer has) and the fsync latency of the data directory's disk, and prints each result as a
+ratio to that ceiling, with what fsync's cost predicts for the fsync runs.
+
+    python bench/ray_throughput.py [--seconds 10] [--partitions 1 8] [--storage page_cache fsync]
+
+Figures only; nothing here is a pass/fail test. The driver polls nothing during the measured
+phases (RayCluster.stop_observing): the invariant checks are the scenario tests' business.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from actors.clients.latency import LatencyHistogram  # noqa: E402
+from actors.runtime.ray import adapter  # noqa: E402
+from actors.runtime.ray.cluster import RayCluster  # noqa: E402
+from kraftlab.scenario.schema import Scenario  # noqa: E402
+
+RECORD_BYTES = 100
+BUFFER_RECORDS = 4_000  # unthrottled load: records waiting or in flight at most (buffer.memory)
+WARMUP_S = 3.0
+
+
+def scenario(storage: str, partitions: int) -> Scenario:
+    return Scenario.model_validate(
+        {
+            "name": f"bench-{storage}-{partitions}p",
+            "runtime": "ray",
+            "cluster": {"brokers": 3, "controllers": 3, "storage": storage, "config": {"min.insync.replicas": 2}},
+            "topics": [{"name": "t", "partitions": partitions, "replication_factor": 3}],
+            "steps": [{"wait": 1}],
+        }
+    )
+
+
+def _start(role, now, partitions, rate, until, buffer_records):
+    role.latency = LatencyHistogram()
+    return role.start_load(partitions, rate, RECORD_BYTES, -1, now, until, buffer_records=buffer_records)
+
+
+def _reading(role, now):
+    """Acknowledged/failed records, batches sent, and the latency histogram since the last reading."""
+    h, role.latency = role.latency, LatencyHistogram()
+    progress = role.commands[role.load_command_id]
+    return {"now": now, "acked": progress.acked, "failed": progress.failed, "batches": len(role.acked_batches), "latency": h}
+
+
+def _stop(role, now):
+    role.load = None
+    return None
+
+
+def measure(cluster: RayCluster, producer: str, partitions: list, rate: float | None, seconds: float) -> dict:
+    cluster.call(producer, lambda role, now: _start(role, now, partitions, rate, None, BUFFER_RECORDS))
+    time.sleep(WARMUP_S)
+    first = cluster.call(producer, _reading)
+    time.sleep(seconds)
+    last = cluster.call(producer, _reading)
+    cluster.call(producer, _stop)
+    time.sleep(1.0)  # let what is in flight finish before the next phase
+    span_s = (last["now"] - first["now"]) / 1000.0
+    acked = last["acked"] - first["acked"]
+    batches = last["batches"] - first["batches"]
+    lat = last["latency"]
+    return {
+        "acked_per_s": acked / span_s,
+        "failed": last["failed"] - first["failed"],
+        "records_per_batch": acked / batches if batches else 0.0,
+        "p50": lat.percentile_ms(50),
+        "p99": lat.percentile_ms(99),
+        "p999": lat.percentile_ms(99.9),
+    }
+
+
+def fsync_latency_ms(directory: Path, size: int, rounds: int = 200) -> dict:
+    """Append `size` bytes and fsync, `rounds` times, in the folder the brokers write to."""
+    samples = []
+    path = directory / "fsync-probe"
+    with open(path, "ab") as f:
+        for _ in range(rounds):
+            f.write(os.urandom(size))
+            f.flush()
+            t = time.perf_counter()
+            os.fsync(f.fileno())
+            samples.append((time.perf_counter() - t) * 1000.0)
+    path.unlink()
+    samples.sort()
+    return {"p50": statistics.median(samples), "p99": samples[int(len(samples) * 0.99) - 1], "mean": statistics.fmean(samples)}
+
+
+def transport_ceiling(batch_bytes: int, in_flight: int, seconds: float) -> float:
+    """Round trips/s of one Ray actor calling another with a `batch_bytes` payload, `in_flight`
+    calls outstanding (one per partition, as the producer keeps)."""
+    return adapter.echo_round_trips_per_s(batch_bytes, in_flight, seconds)
+
+
+def fmt(v: float | None, digits: int = 1) -> str:
+    return "-" if v is None else f"{v:,.{digits}f}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=float, default=10.0, help="measured seconds per phase (after a 3 s warm-up)")
+    ap.add_argument("--partitions", type=int, nargs="+", default=[1, 8])
+    ap.add_argument("--storage", nargs="+", default=["page_cache", "fsync"], choices=["page_cache", "fsync", "process_buffer"])
+    args = ap.parse_args()
+
+    adapter.connect(None)
+    data_root = Path(tempfile.mkdtemp(prefix="kraftlab-bench-"))
+    print(f"local Ray, {os.cpu_count()} CPUs; RF 3, acks=all, min.insync.replicas 2, {RECORD_BYTES}-byte records; "
+          f"{args.seconds:.0f} s measured per phase after {WARMUP_S:.0f} s warm-up", flush=True)
+    rows = []
+    for storage in args.storage:
+        for n in args.partitions:
+            cluster = RayCluster(scenario(storage, n), data_root=data_root / f"{storage}-{n}", check_invariants=False)
+            try:
+                cluster.stop_observing()
+                producer = cluster.clients.producers[0]
+                parts = [("t", p) for p in range(n)]
+                sat = measure(cluster, producer, parts, None, args.seconds)
+                half = measure(cluster, producer, parts, sat["acked_per_s"] / 2, args.seconds)
+            finally:
+                cluster.close()
+            batch_bytes = int(sat["records_per_batch"] * (RECORD_BYTES + 2)) or RECORD_BYTES
+            round_trips = transport_ceiling(batch_bytes, n, min(args.seconds, 5.0))
+            ceiling = round_trips * sat["records_per_batch"]
+            row = {"storage": storage, "partitions": n, "sat": sat, "half": half, "ceiling": ceiling, "round_trips": round_trips, "batch_bytes": batch_bytes}
+            rows.append(row)
+            print(
+                f"{storage:>10} {n}p  unthrottled: {fmt(sat['acked_per_s'], 0)} acked rec/s "
+                f"({fmt(sat['records_per_batch'], 0)} rec/batch, p50 {fmt(sat['p50'])} p99 {fmt(sat['p99'])} p99.9 {fmt(sat['p999'])} ms, failed {sat['failed']})  "
+                f"| transport ceiling {fmt(ceiling, 0)} rec/s ({fmt(round_trips, 0)} round trips/s of {batch_bytes} B), ratio {sat['acked_per_s'] / ceiling:.2f}  "
+                f"| at {fmt(sat['acked_per_s'] / 2, 0)} rec/s offered: {fmt(half['acked_per_s'], 0)} acked, p50 {fmt(half['p50'])} p99 {fmt(half['p99'])} p99.9 {fmt(half['p999'])} ms",
+                flush=True,
+            )
+    fs = fsync_latency_ms(data_root, int(max(r["batch_bytes"] for r in rows)))
+    print(f"fsync of one batch-sized append in {data_root}: p50 {fs['p50']:.2f} ms, p99 {fs['p99']:.2f} ms, mean {fs['mean']:.2f} ms")
+    by = {(r["storage"], r["partitions"]): r for r in rows}
+    for n in args.partitions:
+        pc, fy = by.get(("page_cache", n)), by.get(("fsync", n))
+        if pc is None or fy is None:
+            continue
+        # Per batch, fsync mode adds the leader's fsync and then the followers' (in parallel with
+        # each other), before the HWM can pass the batch: about two fsyncs in series.
+        added = 2 * fs["mean"]
+        pc_batch_ms = 1000.0 * n * pc["sat"]["records_per_batch"] / pc["sat"]["acked_per_s"]
+        predicted = pc["sat"]["acked_per_s"] * pc_batch_ms / (pc_batch_ms + added)
+        print(
+            f"{n}p fsync vs page_cache: throughput {fy['sat']['acked_per_s'] / pc['sat']['acked_per_s']:.2f}x "
+            f"(two fsyncs per batch predict {predicted / pc['sat']['acked_per_s']:.2f}x at page_cache's batch size); "
+            f"p50 at half load +{(fy['half']['p50'] or 0) - (pc['half']['p50'] or 0):.2f} ms (predicted +{added:.2f} ms)"
+        )
+    adapter.shutdown()
+
+
+if __name__ == "__main__":
+    main()
