@@ -1,29 +1,30 @@
-"""Library scenarios on a local Ray, run a few at a time (each cluster is a dozen mostly idle
+"""Every library scenario on a local Ray, a few at a time (each cluster is a dozen mostly idle
 actors; the machine has 2 cores). The same files as in the simulator, unchanged: conditions are
-polled until they hold, never replaced by sleeps."""
+polled until they hold, never replaced by sleeps. The two demo scenarios run in test_demo_on_ray.py
+(through `kraftlab demo` itself)."""
 
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
+from kraftlab.demo import VARIANTS
 from kraftlab.runner import run_scenario
-from kraftlab.scenario.loading import load_scenario
+from kraftlab.scenario.loading import library_scenarios, load_scenario
 
 pytestmark = pytest.mark.ray
 
-# The scenarios of the CI tier: OS crashes with page-cache loss, faults in the send path (isolate,
-# one-way links, partitions), a quorum under Pre-Vote, and expected violations found by the checks
-# running on polled copies of the roles. (placement-and-controlled-shutdown is left out: its consume
-# step read nothing once on a loaded machine; see the issue notes.)
-CI_SCENARIOS = [
-    "hwm-timeline",
-    "last-replica-standing-elr",
-    "raft-fsync-off",
-    "maximal-isr-off",
-    "page-cache-recovery",
-    "prevote",
+DEMO_SCENARIOS = {name for _, name in VARIANTS}
+# The longest first (70 s and more of wall time each here), so that the pool ends together.
+LONGEST = [
+    "stale-broker-epoch",
+    "stale-broker-epoch-off",
+    "config-rf4-minisr2-acks-1",
+    "config-rf4-minisr1-acks-all",
+    "tolerance-rf6-minisr4",
+    "tolerance-rf5-minisr3",
 ]
+SCENARIOS = [n for n in LONGEST if n in library_scenarios()] + sorted(set(library_scenarios()) - set(LONGEST) - DEMO_SCENARIOS)
 PARALLEL = 3
 
 
@@ -36,12 +37,16 @@ def runs(local_ray, tmp_path_factory):
         return run_scenario(sc, source=name, out_dir=Path(root) / name)
 
     pool = ThreadPoolExecutor(PARALLEL)
-    futures = {name: pool.submit(one, name) for name in CI_SCENARIOS}
+    futures = {name: pool.submit(one, name) for name in SCENARIOS}
     yield futures
     pool.shutdown(wait=True)
 
 
-@pytest.mark.parametrize("name", CI_SCENARIOS)
+def test_every_library_scenario_is_run():
+    assert set(SCENARIOS) | DEMO_SCENARIOS == set(library_scenarios())
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
 def test_library_scenario_passes_on_ray(runs, name):
     result = runs[name].result()
     s = result.summary

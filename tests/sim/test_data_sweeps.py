@@ -9,9 +9,16 @@ what follows from it. Each switch turned off is caught by some seed; the tests p
 seeds it took.
 """
 
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+
 import pytest
 
 from .data_world import PROFILE, SLOW_LINKS, SWITCHES, run_seed
+
+# The seeds are independent: two worker processes (this machine's cores) halve the wall time.
+# `spawn`, not fork: the test process may hold Ray's threads from the Ray tier.
+WORKERS = 2
 
 SEEDS = 300
 # What an unclean recovery beyond the tolerance implies (and only on that partition).
@@ -27,16 +34,40 @@ def unexcused(cluster) -> dict[str, str]:
     }
 
 
+def seed_outcome(seed: int, world: dict, protocol: dict) -> dict:
+    """One seed's result as plain data (it crosses a process boundary)."""
+    cluster, ok, took = run_seed(seed, **world, **protocol)
+    return {
+        "seed": seed,
+        "unexcused": unexcused(cluster),
+        "ok": ok,
+        "took": took,
+        "beyond": bool(cluster.partition_invariants.beyond_tolerance),
+        "acked": cluster.clients.counters(with_lost=False)["acked"],
+    }
+
+
+def outcomes(seeds, world: dict, protocol: dict):
+    """Each seed's outcome, in seed order, computed WORKERS at a time; stopping early (a `break`
+    in the caller) cancels the seeds not started."""
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(WORKERS, mp_context=ctx) as pool:
+        try:
+            yield from pool.map(seed_outcome, seeds, [world] * len(seeds), [protocol] * len(seeds), chunksize=1)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
 @pytest.mark.slow
 def test_300_seeds_with_every_switch_on_keep_every_invariant_and_recover():
     worst, beyond_seeds, acked = 0.0, 0, 0
-    for seed in range(SEEDS):
-        cluster, ok, took = run_seed(seed)
-        assert unexcused(cluster) == {}, f"seed {seed}: {unexcused(cluster)}"
-        assert ok, f"seed {seed}: partitions not led or producer stalled {took:.0f} ms after healing"
+    for out in outcomes(range(SEEDS), {}, {}):
+        seed, took = out["seed"], out["took"]
+        assert out["unexcused"] == {}, f"seed {seed}: {out['unexcused']}"
+        assert out["ok"], f"seed {seed}: partitions not led or producer stalled {took:.0f} ms after healing"
         worst = max(worst, took)
-        beyond_seeds += bool(cluster.partition_invariants.beyond_tolerance)
-        acked += cluster.clients.counters(with_lost=False)["acked"]
+        beyond_seeds += out["beyond"]
+        acked += out["acked"]
     print(
         f"\n{SEEDS} seeds, every switch on: no unexcused violation; {acked} records acknowledged; "
         f"{beyond_seeds} seeds went beyond MinISR lossy shutdowns on some partition; "
@@ -65,9 +96,8 @@ SEARCH = {
 def test_each_switch_turned_off_is_caught_by_some_seed(switch):
     budget, profile, rate, brokers_only = SEARCH[switch]
     world = {"profile": profile, "rate_per_s": rate, "brokers_only": brokers_only}
-    for seed in range(budget):
-        cluster, _, _ = run_seed(seed, **world, **{switch: False})
-        found = unexcused(cluster)
+    for out in outcomes(range(budget), world, {switch: False}):
+        seed, found = out["seed"], out["unexcused"]
         if found:
             # The catch is the switch's doing: the same seed with every switch on is clean.
             control, _, _ = run_seed(seed, **world)
