@@ -22,6 +22,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/sim_throughput.py
+	$(BIN)/python bench/ray_throughput.py
 
 schema: $(STAMP)
 	$(BIN)/kraftlab schema > workloads/scenario.schema.json

@@ -164,8 +164,16 @@ class NodeActor:
             "dirty": p.files.dirty_paths(),
             "stopped": p.stopped,
             "links_idle": p.links_idle(),
-            "counters": {"sent": p.sent, "dropped": p.dropped, "delivered": p.delivered, "fsyncs": p.files.fsyncs},
+            "counters": self._counters(),
         }
+
+    def _counters(self) -> dict[str, Any]:
+        p = self.process
+        return {"sent": p.sent, "dropped": p.dropped, "delivered": p.delivered, "fsyncs": p.files.fsyncs, "fsync_ms": p.files.fsync_ms}
+
+    async def counters(self) -> dict[str, Any]:
+        """The transport and storage counters alone (no role copy: cheap under load)."""
+        return self._counters()
 
 
 @ray.remote

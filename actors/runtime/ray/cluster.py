@@ -163,6 +163,10 @@ class RayCluster(RoleCluster):
         self.observing = False
         adapter.wait_quietly([n.handle.set_recording.remote(False) for n in self.sim.nodes.values() if n.handle is not None], CALL_TIMEOUT_S)
 
+    def counters(self, name: str) -> dict[str, Any]:
+        """`name`'s transport and storage counters (messages, fsyncs and the time they took)."""
+        return adapter.get(self.sim.nodes[name].handle.counters.remote(), CALL_TIMEOUT_S)
+
     def call(self, name: str, fn) -> Any:
         """Run `fn(role, now_ms)` in `name`'s actor and return its result, without polling."""
         return adapter.get(self.sim.nodes[name].handle.invoke.remote(fn), CALL_TIMEOUT_S)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
 
 import msgpack
@@ -81,6 +82,7 @@ class NodeFiles:
         self._pending: dict[str, bytearray] = {}  # process_buffer: appends not written yet
         self._dirty_since: dict[str, float] = {}
         self.fsyncs = 0
+        self.fsync_ms = 0.0  # time spent in os.fsync (the benchmark's in-situ fsync cost)
         for rel in self._existing():
             self._size[rel] = (self.root / rel).stat().st_size
             if self._size[rel] != self.durable.get(rel, 0) or rel in self.saved:
@@ -205,7 +207,9 @@ class NodeFiles:
             if pending:
                 os.write(self._fd(rel), pending)
                 self._size[rel] = self._size.get(rel, 0) + len(pending)
+            started = time.perf_counter()
             os.fsync(self._fd(rel))
+            self.fsync_ms += (time.perf_counter() - started) * 1000.0
             self.fsyncs += 1
             self.durable[rel] = self._size.get(rel, 0)
             if rel in self.saved:
