@@ -15,7 +15,7 @@ ratio to that ceiling, with what fsync's cost predicts for the fsync runs.
     python bench/ray_throughput.py [--seconds 10] [--partitions 1 8] [--storage page_cache fsync]
 
 Figures only; nothing here is a pass/fail test. The driver polls nothing during the measured
-phases (RayCluster.stop_observing): the invariant checks are the scenario tests' business.
+phases (RayCluster.stop_observing; `invoke` then polls nothing either): the invariant checks are the scenario tests' business.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def _start(role, now, partitions, rate, until, buffer_records):
 def _reading(role, now):
     """Acknowledged/failed records, batches sent, and the latency histogram since the last reading."""
     h, role.latency = role.latency, LatencyHistogram()
-    progress = role.commands[role.load_command_id]
+    progress = role.commands[role.last_load.command_id]
     return {"now": now, "acked": progress.acked, "failed": progress.failed, "batches": len(role.acked_batches), "latency": h}
 
 
@@ -78,14 +78,14 @@ def _fsyncs(cluster: RayCluster) -> tuple[int, float]:
 
 
 def measure(cluster: RayCluster, producer: str, partitions: list, rate: float | None, seconds: float) -> dict:
-    cluster.call(producer, lambda role, now: _start(role, now, partitions, rate, None, BUFFER_RECORDS))
+    cluster.invoke(producer, lambda role, now: _start(role, now, partitions, rate, None, BUFFER_RECORDS))
     time.sleep(WARMUP_S)
-    first = cluster.call(producer, _reading)
+    first = cluster.invoke(producer, _reading)
     fsyncs0, fsync_ms0 = _fsyncs(cluster)
     time.sleep(seconds)
-    last = cluster.call(producer, _reading)
+    last = cluster.invoke(producer, _reading)
     fsyncs1, fsync_ms1 = _fsyncs(cluster)
-    cluster.call(producer, _stop)
+    cluster.invoke(producer, _stop)
     time.sleep(1.0)  # let what is in flight finish before the next phase
     span_s = (last["now"] - first["now"]) / 1000.0
     acked = last["acked"] - first["acked"]

@@ -84,16 +84,17 @@ class Controller:
         for e in entries:
             self.committed.apply(e.offset, e.record)
             if isinstance(e.record, PartitionRecord):
-                self._emit_partition_state(e.record, out)
+                self._report_partition_committed(e.record, out)
         ready = [r for r in self.replies if r[0] < self.committed.offset]
         if ready:
             self.replies = [r for r in self.replies if r[0] >= self.committed.offset]
             for _, env in ready:
                 out.send(env)
 
-    def _emit_partition_state(self, rec: PartitionRecord, out: Output) -> None:
-        """Every voter reports each committed partition state (the availability figures keep the
-        first report of each partition epoch: the earliest moment the cluster knew it)."""
+    def _report_partition_committed(self, rec: PartitionRecord, out: Output) -> None:
+        """Count the election it records, if any, and report the committed state. Every voter
+        reports each one; the availability figures keep the first report of each partition epoch
+        (the earliest moment the cluster knew it)."""
         name = f"{rec.topic}-{rec.partition}"
         if rec.election in self.elections and rec.reason != "create":
             self.elections[rec.election] += 1

@@ -157,7 +157,7 @@ def build_summary(
             "messages_delivered": runtime_stats["messages_delivered"],
             "messages_dropped": runtime_stats["messages_dropped"],
         }
-        clients = getattr(runtime, "clients", None)
+        clients = runtime.clients  # None only if the run broke before its clients existed
         if clients is not None:
             stats["produce_latency_ms"] = clients.produce_latency().summary()
             load = clients.load_stats()

@@ -163,12 +163,13 @@ class Clients:
         windows = []
         for name in self.producers:
             role = self.role(name)
-            if role is None or role.load_started_ms is None:
+            plan = None if role is None else role.last_load
+            if plan is None:
                 continue
-            progress = role.commands[role.load_command_id]
+            progress = role.commands[plan.command_id]
             acked += progress.acked
             failed += progress.failed
-            windows.append((role.load_started_ms, now if role.load_until_ms is None else min(role.load_until_ms, now)))
+            windows.append((plan.start_ms, now if plan.until_ms is None else min(plan.until_ms, now)))
         if not windows:
             return None
         duration_ms = max(max(end for _, end in windows) - min(start for start, _ in windows), 1.0)

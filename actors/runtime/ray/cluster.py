@@ -159,17 +159,13 @@ class RayCluster(RoleCluster):
     def stop_observing(self) -> None:
         """From now on nothing is polled and no event is kept: the actors run unwatched. For
         benchmarks, once the cluster is up (a role copy per poll would cost more than the load);
-        the mirror keeps the last copies and checks nothing more."""
+        the mirror keeps the last copies and checks nothing more; `invoke` no longer polls."""
         self.observing = False
         adapter.wait_quietly([n.handle.set_recording.remote(False) for n in self.sim.nodes.values() if n.handle is not None], CALL_TIMEOUT_S)
 
     def counters(self, name: str) -> dict[str, Any]:
         """`name`'s transport and storage counters (messages, fsyncs and the time they took)."""
         return adapter.get(self.sim.nodes[name].handle.counters.remote(), CALL_TIMEOUT_S)
-
-    def call(self, name: str, fn) -> Any:
-        """Run `fn(role, now_ms)` in `name`'s actor and return its result, without polling."""
-        return adapter.get(self.sim.nodes[name].handle.invoke.remote(fn), CALL_TIMEOUT_S)
 
     def refresh(self) -> None:
         """Collect every running actor's role copy and events; feed the events to the sinks in time

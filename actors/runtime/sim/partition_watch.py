@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from actors.contract import Output
 from controller_quorum.metadata import RECOVERING
+from kraftlab.scenario.schema import split_partition_ref
 from storage.partition_log import PartitionLog, partition_dirs
 
 if TYPE_CHECKING:
@@ -82,8 +83,7 @@ class PartitionInvariants:
                     f"{node} proposed adding {f['follower']} to the ISR of {f['partition']} at LEO {f['follower_leo']} (HWM {f['hwm']}, LESO {f['leso']}, fetch epoch {f['fetch_epoch']}/{f['leader_epoch']})",
                 )
         elif kind == "partition_election" and f["how"] == "unclean":
-            topic, _, p = f["partition"].rpartition("-")
-            key = (topic, int(p))
+            key = split_partition_ref(f["partition"])
             self._unclean_epoch[key] = max(self._unclean_epoch.get(key, -1), f["leader_epoch"])
         elif kind == "crash" and node.startswith("b"):
             self._on_crash(node, f["mode"])
