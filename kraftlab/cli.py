@@ -137,6 +137,8 @@ def demo(runtime: str, address: str | None, out_dir: Path | None) -> None:
               "without ELR the crashed leader is elected again, sooner, with the records its host lost.", highlight=False)
     for r in rows:
         out.print(f"{r.variant}: {r.run_dir}", highlight=False)
+        for problem in r.problems:
+            out.print(f"  [red]not as expected:[/] {problem}", highlight=False)
     sys.exit(0 if all(r.ok for r in rows) else 1)
 
 

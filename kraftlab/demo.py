@@ -39,6 +39,8 @@ class DemoRow:
     records_per_s: float
     p99_ms: float | None
     run_dir: Path
+    # Why `ok` is False: failed steps, expected violations not seen, violations not expected.
+    problems: tuple[str, ...] = ()
 
     @classmethod
     def from_result(cls, variant: str, result: RunResult) -> DemoRow:
@@ -56,7 +58,20 @@ class DemoRow:
             records_per_s=st.get("load", {}).get("acked_per_s", 0.0),
             p99_ms=st.get("produce_latency_ms", {}).get("p99"),
             run_dir=result.run_dir,
+            problems=tuple(problems(s)),
         )
+
+
+def problems(summary: dict[str, Any]) -> list[str]:
+    """What kept a run from going as its scenario expects, in words (empty when it did)."""
+    out = [f"step {f['step']} ({f['kind']}): {f['detail']}" for f in summary["failures"]]
+    seen = {v["invariant"] for v in summary["violations"]}
+    expected = set(summary["expect_violations"])
+    if expected - seen:
+        out.append(f"expected violations not seen: {', '.join(sorted(expected - seen))}")
+    if seen - expected:
+        out.append(f"violations not expected: {', '.join(sorted(seen - expected))}")
+    return out
 
 
 def run_demo(

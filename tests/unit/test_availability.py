@@ -37,3 +37,4 @@ def test_latency_histogram_percentiles_survive_a_copy():
     assert copy.count == 1000
     assert abs(copy.percentile_ms(50) - 500) <= 5 and abs(copy.percentile_ms(99) - 990) <= 10
     assert LatencyHistogram().summary()["p99"] is None
+

@@ -156,3 +156,38 @@ def test_disk_loss_wipes_the_directory(tmp_path: Path):
     files.close()
     wipe(tmp_path / "b1")
     assert NodeFiles(tmp_path / "b1", StorageMode.FSYNC).read_all() == {}
+
+
+def test_a_flush_makes_durable_only_what_was_written_before_it_began(tmp_path: Path):
+    """The fsync runs on a worker thread while the node goes on writing (node_process.py): an
+    append after the flush began is not covered by it, and the file stays dirty."""
+    files = NodeFiles(tmp_path, StorageMode.FSYNC)
+    frames = batch_frames(2)
+    files.append(f"{DIR}/log", frames[0], 0)
+    flush = files.begin_flush()
+    files.append(f"{DIR}/log", frames[1], 1)  # meanwhile
+    flush.sync()
+    assert files.complete_flush(flush) == 1 and files.fsyncs == 1
+    assert files.is_dirty(f"{DIR}/log")
+    files.close()
+    os_crash(tmp_path)
+    assert (tmp_path / DIR / "log").read_bytes() == frames[0]
+
+
+def test_a_flush_says_nothing_of_a_file_truncated_or_replaced_since_it_began(tmp_path: Path):
+    files = NodeFiles(tmp_path, StorageMode.FSYNC)
+    frames = batch_frames(3)
+    files.append(f"{DIR}/log", b"".join(frames), 0)
+    files.replace("quorum-state", b"epoch=1", 0)
+    flush = files.begin_flush()
+    files.truncate(f"{DIR}/log", len(frames[0]), 1)  # a truncation to the leader's epoch end
+    files.append(f"{DIR}/log", b"from the new leader", 1)
+    files.replace("quorum-state", b"epoch=2", 1)
+    flush.sync()
+    files.complete_flush(flush)
+    assert files.dirty_paths() == sorted([f"{DIR}/log", "quorum-state"])
+    files.close()
+    os_crash(tmp_path)
+    # Nothing of the new contents was flushed: the log keeps only what was durable before the
+    # flush began (nothing) and the checkpoint never became durable.
+    assert visible_view(tmp_path) == {}

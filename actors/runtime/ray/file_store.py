@@ -63,6 +63,31 @@ def _load_bookkeeping(root: Path) -> tuple[dict[str, int], set[str]]:
     return dict(raw["durable"]), set(raw["saved"])
 
 
+class FileFlush:
+    """A flush in progress: per file, (version, length to make durable, duplicate descriptor).
+
+    `sync` touches nothing but its own descriptors, so it may run on a worker thread while the
+    node goes on writing (the next flush covers what it writes meanwhile: group commit)."""
+
+    __slots__ = ("files", "fsync_ms", "fsyncs")
+
+    def __init__(self) -> None:
+        self.files: dict[str, tuple[int, int, int]] = {}
+        self.fsyncs = 0
+        self.fsync_ms = 0.0
+
+    def sync(self) -> None:
+        try:
+            for _version, _length, fd in self.files.values():
+                started = time.perf_counter()
+                os.fsync(fd)
+                self.fsync_ms += (time.perf_counter() - started) * 1000.0
+                self.fsyncs += 1
+        finally:
+            for _version, _length, fd in self.files.values():
+                os.close(fd)
+
+
 class NodeFiles:
     """One node's files. Paths are relative to the node's directory (as in storage operations).
 
@@ -81,6 +106,9 @@ class NodeFiles:
         self._size: dict[str, int] = {}
         self._pending: dict[str, bytearray] = {}  # process_buffer: appends not written yet
         self._dirty_since: dict[str, float] = {}
+        # Bumped when a file's content changes other than by an append (truncate, replace,
+        # delete): a flush begun before then makes nothing of the new content durable.
+        self._version: dict[str, int] = {}
         self.fsyncs = 0
         self.fsync_ms = 0.0  # time spent in os.fsync (the benchmark's in-situ fsync cost)
         for rel in self._existing():
@@ -129,6 +157,9 @@ class NodeFiles:
         if fd is not None:
             os.close(fd)
 
+    def _bump(self, rel: str) -> None:
+        self._version[rel] = self._version.get(rel, 0) + 1
+
     def _touch(self, rel: str, now_ms: float) -> None:
         self._dirty_since.setdefault(rel, now_ms)
 
@@ -154,6 +185,7 @@ class NodeFiles:
             return
         self._pending.pop(rel, None)
         os.truncate(self.root / rel, size)
+        self._bump(rel)
         self._size[rel] = size
         self._touch(rel, now_ms)
         if size < self.durable.get(rel, 0):
@@ -172,6 +204,7 @@ class NodeFiles:
         self._close(rel)
         self._pending.pop(rel, None)
         _write_atomically(path, data, sync=False)
+        self._bump(rel)
         self._size[rel] = len(data)
         self._touch(rel, now_ms)
         if rel not in self.saved:
@@ -179,6 +212,7 @@ class NodeFiles:
 
     def delete(self, rel: str) -> None:
         self._close(rel)
+        self._bump(rel)
         self._pending.pop(rel, None)
         (self.root / rel).unlink(missing_ok=True)
         (self.root / DURABLE_COPIES / rel).unlink(missing_ok=True)
@@ -197,27 +231,48 @@ class NodeFiles:
     def is_dirty(self, rel: str | None = None) -> bool:
         return bool(self._dirty_since) if rel is None else rel in self._dirty_since
 
-    def flush(self, paths: list[str] | None = None) -> int:
-        """fsync the dirty files (all, or those given); returns how many were synced."""
-        targets = [p for p in (self.dirty_paths() if paths is None else paths) if p in self._dirty_since]
-        if not targets:
-            return 0
-        for rel in targets:
+    def begin_flush(self, paths: list[str] | None = None) -> FileFlush:
+        """Start a flush of the dirty files (all, or those given): write out what the process
+        buffers, and take for each file its version, its length and a duplicate descriptor (the
+        node may close or replace the file while the fsync runs elsewhere). Runs on the node's
+        thread; `FileFlush.sync` may run on any thread; `complete_flush` back on the node's."""
+        flush = FileFlush()
+        for rel in self.dirty_paths() if paths is None else paths:
+            if rel not in self._dirty_since:
+                continue
             pending = self._pending.pop(rel, None)
             if pending:
                 os.write(self._fd(rel), pending)
                 self._size[rel] = self._size.get(rel, 0) + len(pending)
-            started = time.perf_counter()
-            os.fsync(self._fd(rel))
-            self.fsync_ms += (time.perf_counter() - started) * 1000.0
-            self.fsyncs += 1
-            self.durable[rel] = self._size.get(rel, 0)
+            flush.files[rel] = (self._version.get(rel, 0), self._size.get(rel, 0), os.dup(self._fd(rel)))
+        return flush
+
+    def complete_flush(self, flush: FileFlush) -> int:
+        """Record what a synced flush made durable; returns how many files it synced.
+
+        A file truncated, replaced or deleted since the flush began has a new version: the flush
+        says nothing about it (as `SimDisk.complete_flush`). A file appended to meanwhile is
+        durable up to the flush's length and stays dirty."""
+        self.fsyncs += flush.fsyncs
+        self.fsync_ms += flush.fsync_ms
+        for rel, (version, length, _fd) in flush.files.items():
+            if self._version.get(rel, 0) != version or rel not in self._size:
+                continue
+            self.durable[rel] = max(self.durable.get(rel, 0), length)
             if rel in self.saved:
                 self.saved.discard(rel)
                 (self.root / DURABLE_COPIES / rel).unlink(missing_ok=True)
-            del self._dirty_since[rel]
-        self._save_bookkeeping()
-        return len(targets)
+            if self.size(rel) == length:
+                self._dirty_since.pop(rel, None)
+        if flush.files:
+            self._save_bookkeeping()
+        return len(flush.files)
+
+    def flush(self, paths: list[str] | None = None) -> int:
+        """fsync the dirty files (all, or those given) on this thread; returns how many were synced."""
+        flush = self.begin_flush(paths)
+        flush.sync()
+        return self.complete_flush(flush)
 
     def background_flush(self, now_ms: float) -> int:
         """The flush no role asks for: the OS writes back pages dirty for `dirty_expire_ms`

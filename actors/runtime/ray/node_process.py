@@ -8,8 +8,11 @@ It does for one node what the simulator does for all of them, on asyncio and rea
   events kept until the driver collects them with `drain_events`.
 
 Durability before acknowledgement (actors/contract.py): after a batch of inputs, if any send is
-marked `after_flush` and files are dirty, one fsync covers the whole batch (group commit) before
-any of its sends is queued. Sends stay in their order on each link.
+marked `after_flush` and files are dirty (or the role asked for a `Flush`), the batch's sends wait
+for a flush. The fsync runs on a worker thread, as the simulator's modelled fsync runs on its disk:
+the node goes on handling inputs meanwhile, and everything that needs a flush while one is in
+flight shares the next one (group commit). Sends that need no flush wait behind those that do, so
+they stay in their order on each link.
 
 Per-link FIFO: Ray orders nothing across senders, and not even one sender's calls to an async
 actor. Each link has one sender task with at most one call in flight; envelopes that queue up
@@ -29,6 +32,7 @@ import asyncio
 import random
 import time
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -49,7 +53,7 @@ from actors.contract import (
 )
 from actors.runtime.network import NetworkFaults
 
-from .file_store import NodeFiles
+from .file_store import FileFlush, NodeFiles
 
 Transport = Callable[[str, list[tuple[float, Envelope]]], Awaitable[None]]
 
@@ -74,6 +78,18 @@ class _Link:
         self.wakeup = asyncio.Event()
         self.last_release = 0.0
         self.task: asyncio.Task | None = None
+
+
+class _FlushBatch:
+    """A flush and what waits for it: the sends held back and the tokens to report. `flush` is None
+    while the batch is still open (not begun: later requests join it)."""
+
+    __slots__ = ("flush", "sends", "tokens")
+
+    def __init__(self) -> None:
+        self.flush: FileFlush | None = None
+        self.sends: list[Envelope] = []
+        self.tokens: list[Any] = []
 
 
 class NodeProcess:
@@ -105,6 +121,12 @@ class NodeProcess:
         self._inbound: dict[str, deque[tuple[float, Envelope]]] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._flush_task: asyncio.Task | None = None
+        # Flushes in order: the head is in flight (or about to be), the tail may be open.
+        # Invariant: only the tail can be open, and every send held here was produced after every
+        # send of the batches before it.
+        self._flushes: deque[_FlushBatch] = deque()
+        self._flusher: asyncio.Task | None = None
+        self._fsync_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"fsync-{name}")
         self.sent = self.dropped = self.delivered = 0
 
     # --- lifecycle ------------------------------------------------------------------------------
@@ -192,15 +214,14 @@ class NodeProcess:
         self._run_many([step])
 
     def _run_many(self, steps: list[Callable[[float], Output | None]]) -> None:
-        """Feed inputs to the role, apply storage, then flush once if a send waits on it."""
+        """Feed inputs to the role, apply storage, then send (after a flush if a send waits on it)."""
         sends: list[Envelope] = []
         tokens: list[Any] = []
         deadline: float | None = None
         stop: StopProcess | None = None
-        pending = deque(steps)
-        while pending:
+        for step in steps:
             now = self.clock.now_ms()
-            out = pending.popleft()(now)
+            out = step(now)
             if out is None:
                 continue
             for op in out.storage:
@@ -225,18 +246,47 @@ class NodeProcess:
             sends.extend(out.sends)
             if out.next_deadline_ms is not None:
                 deadline = out.next_deadline_ms
-            if not pending and (tokens or (self.files.is_dirty() and any(e.after_flush for e in sends))):
-                self.files.flush()
-                for token in tokens:
-                    if token is not None:
-                        pending.append(lambda now, t=token: self.role.handle(Envelope(self.name, self.name, FlushCompleted(t)), now))
-                tokens = []
-        for env in sends:
-            self._enqueue(env)
+        if tokens or (self.files.is_dirty() and any(e.after_flush for e in sends)):
+            batch = self._open_flush()
+            batch.sends.extend(sends)
+            batch.tokens.extend(t for t in tokens if t is not None)
+        elif self._flushes:
+            self._flushes[-1].sends.extend(sends)  # behind what waits for a flush
+        else:
+            for env in sends:
+                self._enqueue(env)
         if deadline is not None:
             self._set_timer(deadline)
         if stop is not None:
             self._stop_cleanly(stop.marker)
+
+    def _open_flush(self) -> _FlushBatch:
+        """The open flush batch (begun later, so it covers every write made until then)."""
+        if not self._flushes or self._flushes[-1].flush is not None:
+            self._flushes.append(_FlushBatch())
+        if self._flusher is None:
+            self._flusher = asyncio.get_running_loop().create_task(self._flush_in_order())
+        return self._flushes[-1]
+
+    async def _flush_in_order(self) -> None:
+        """Serve the flush batches one at a time: begin (here), fsync (worker thread), complete
+        (here), then release the batch's sends and report its tokens."""
+        loop = asyncio.get_running_loop()
+        try:
+            while self._flushes and not self.stopped:
+                batch = self._flushes[0]
+                batch.flush = self.files.begin_flush()
+                await loop.run_in_executor(self._fsync_thread, batch.flush.sync)
+                if self.stopped:
+                    return
+                self.files.complete_flush(batch.flush)
+                self._flushes.popleft()
+                for env in batch.sends:
+                    self._enqueue(env)
+                if batch.tokens:
+                    self._run_many([lambda now, t=t: self.role.handle(Envelope(self.name, self.name, FlushCompleted(t)), now) for t in batch.tokens])
+        finally:
+            self._flusher = None
 
     def _set_timer(self, deadline_ms: float) -> None:
         if self._timer is not None:
@@ -245,8 +295,14 @@ class NodeProcess:
         self._timer = asyncio.get_running_loop().call_later(delay_s, self._on_timer)
 
     def _stop_cleanly(self, marker: bytes) -> None:
+        # A clean shutdown flushes everything first, so what waited on a flush can go out now
+        # (as the simulator's `_stop_cleanly`); tokens are not reported to a stopped role.
         self.files.write_clean_shutdown_marker(marker)
         self.stopped = True
+        for batch in self._flushes:
+            for env in batch.sends:
+                self._enqueue(env)
+        self._flushes.clear()
         if self._timer is not None:
             self._timer.cancel()
         self.events.append((self.clock.now_ms(), self.name, "process_stop", {"clean": True}))
@@ -291,7 +347,7 @@ class NodeProcess:
 
     def links_idle(self) -> bool:
         """Nothing waits to be sent (a stopped process may exit without losing a message)."""
-        return all(not link.queue for link in self._links.values())
+        return not self._flushes and all(not link.queue for link in self._links.values())
 
     def drain_events(self) -> list[tuple[float, str, str, dict[str, Any]]]:
         events, self.events = self.events, []
@@ -306,4 +362,5 @@ class NodeProcess:
                 link.task.cancel()
         if self._flush_task is not None:
             self._flush_task.cancel()
+        self._fsync_thread.shutdown(wait=True)  # no fsync may run on a descriptor closed below
         self.files.close()
