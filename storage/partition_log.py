@@ -5,7 +5,11 @@ Pure: the log changes in memory and describes the file writes that mirror it as 
 Recovery takes the files that survived a crash and rebuilds the log from them.
 
 Files, under the replica's directory `partitions/<topic>-<partition>/`:
-- `log`: one frame per batch (`storage.codec.frame`: length, CRC, body), in offset order;
+- segments `<base offset, 20 digits>.log` (Kafka's names): one frame per batch
+  (`storage.codec.frame`: length, CRC, body), in offset order. The active (last) segment rolls
+  when the next batch would take it past `segment_bytes` (`log.segment.bytes`, Kafka's
+  `LogSegment.shouldRoll`; a batch larger than that still goes into an empty segment). There are
+  no offset or time index files: the batches' offsets are kept in memory (`_bases`);
 - `leader-epoch-checkpoint`: the epoch cache, rewritten atomically when it changes.
 
 Record batches are opaque to the broker (DESIGN.md): a header (base offset, count, leader epoch,
@@ -19,18 +23,21 @@ with strictly increasing epochs and non-decreasing start offsets, every start of
 
 from __future__ import annotations
 
+import re
 import zlib
 from bisect import bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from actors.contract import Append, Output, Replace, Truncate
+from actors.contract import Append, Delete, Output, Replace, Truncate
 
 from .codec import frame, pack, read_frames, unpack
 
-LOG_FILE = "log"
+SEGMENT_SUFFIX = ".log"
+_SEGMENT_NAME = re.compile(r"(\d{20})\.log")
 EPOCH_FILE = "leader-epoch-checkpoint"
 PARTITIONS_DIR = "partitions"
+DEFAULT_SEGMENT_BYTES = 1 << 30  # log.segment.bytes (protocol-facts.md: Kafka's default, 1 GiB)
 
 NO_PRODUCER = -1
 
@@ -88,22 +95,34 @@ def replica_dir(topic: str, partition: int) -> str:
     return f"{PARTITIONS_DIR}/{topic}-{partition}"
 
 
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}{SEGMENT_SUFFIX}"
+
+
 class PartitionLog:
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str, segment_bytes: int = DEFAULT_SEGMENT_BYTES) -> None:
         self.directory = directory
+        # log.segment.bytes (or the topic's segment.bytes); the replica keeps it current.
+        self.segment_bytes = segment_bytes
         self.batches: list[RecordBatch] = []
         self._bases: list[int] = []  # base offset of each batch (for bisect)
-        self._positions: list[int] = []  # byte position of each batch's frame in the log file
-        self._file_size = 0
+        # Per batch: (index of its segment, byte position of its frame in that segment).
+        self._positions: list[tuple[int, int]] = []
+        # Base offset and byte size of each segment, oldest first. Invariant: never empty; the
+        # last is the active one; a segment's base offset is its first batch's (or, when empty,
+        # the LEO at which it was created or truncated to).
+        self.segments: list[tuple[int, int]] = [(0, 0)]
         self.end_offset = 0  # LEO
         self.epochs: list[tuple[int, int]] = []  # the epoch cache
         self.producers: dict[int, ProducerEntry] = {}
         # Bumped by every truncation: a prefix checked at one version stays valid until it changes.
         self.version = 0
 
-    @property
-    def log_path(self) -> str:
-        return f"{self.directory}/{LOG_FILE}"
+    def segment_path(self, index: int = -1) -> str:
+        return f"{self.directory}/{segment_name(self.segments[index][0])}"
+
+    def segment_paths(self) -> list[str]:
+        return [f"{self.directory}/{segment_name(base)}" for base, _size in self.segments]
 
     @property
     def epoch_path(self) -> str:
@@ -171,9 +190,13 @@ class PartitionLog:
         assert batch.leader_epoch >= self.last_epoch_of_batches(), f"{self.directory}: batch epoch {batch.leader_epoch} < {self.last_epoch_of_batches()}"
         self._add(batch)
         data = frame(batch.encode())
-        self._positions.append(self._file_size)
-        self._file_size += len(data)
-        out.write(Append(self.log_path, data))
+        base, size = self.segments[-1]
+        if size > 0 and size + len(data) > self.segment_bytes:
+            self.segments.append((batch.base_offset, 0))  # roll: the new segment is named after this batch
+            base, size = batch.base_offset, 0
+        self._positions.append((len(self.segments) - 1, size))
+        self.segments[-1] = (base, size + len(data))
+        out.write(Append(self.segment_path(), data))
         if batch.leader_epoch != self.last_epoch:
             self._assign_epoch(batch.leader_epoch, batch.base_offset, out)
 
@@ -202,12 +225,17 @@ class PartitionLog:
         if offset >= self.end_offset:
             return self.end_offset
         i = self.batch_index(max(offset, 0))  # the batch holding `offset` goes too, whole
-        position = self._positions[i]
+        segment, position = self._positions[i]
         del self.batches[i:], self._bases[i:], self._positions[i:]
-        self._file_size = position
         self.end_offset = self.batches[-1].next_offset if self.batches else 0
         self.version += 1
-        out.write(Truncate(self.log_path, position))
+        # Kafka's Log.truncateTo: segments after the one holding the cut are deleted, that one is
+        # cut (and stays, possibly empty, as the active segment).
+        for base, _size in self.segments[segment + 1 :]:
+            out.write(Delete(f"{self.directory}/{segment_name(base)}"))
+        del self.segments[segment + 1 :]
+        self.segments[segment] = (self.segments[segment][0], position)
+        out.write(Truncate(self.segment_path(), position))
         kept = [(e, s) for e, s in self.epochs if s < self.end_offset]
         if kept != self.epochs:
             self.epochs = kept
@@ -224,23 +252,40 @@ class PartitionLog:
     # --- recovery ------------------------------------------------------------------------------
 
     @classmethod
-    def recover(cls, directory: str, files: Mapping[str, bytes], out: Output) -> PartitionLog:
+    def recover(cls, directory: str, files: Mapping[str, bytes], out: Output, segment_bytes: int = DEFAULT_SEGMENT_BYTES) -> PartitionLog:
         """The log as its files survived. A torn or corrupt tail (CRC) and anything after a gap are
-        cut off; the epoch cache is rebuilt from the recovered batches and rewritten if it differs."""
-        log = cls(directory)
-        data = files.get(log.log_path, b"")
-        bodies, _ = read_frames(data)
-        position = 0
-        for body in bodies:
-            batch = RecordBatch.decode(body)
-            if batch.base_offset != log.end_offset or not batch.valid() or batch.leader_epoch < log.last_epoch_of_batches():
-                break
-            log._add(batch)
-            log._positions.append(position)
-            position += len(frame(body))
-        log._file_size = position
-        if position < len(data):
-            out.write(Truncate(log.log_path, position))
+        cut off (the segment where the valid log ends is truncated, later ones deleted); the epoch
+        cache is rebuilt from the recovered batches and rewritten if it differs."""
+        log = cls(directory, segment_bytes)
+        found = sorted(
+            (int(m[1]), path)
+            for path in files
+            if path.startswith(directory + "/") and (m := _SEGMENT_NAME.fullmatch(path[len(directory) + 1 :]))
+        )
+        log.segments = []
+        broken = False
+        for base, path in found:
+            if broken or base != log.end_offset:
+                broken = True  # a gap (or what follows a cut): not part of the log
+                out.write(Delete(path))
+                continue
+            data = files[path]
+            log.segments.append((base, 0))
+            position = 0
+            bodies, _ = read_frames(data)
+            for body in bodies:
+                batch = RecordBatch.decode(body)
+                if batch.base_offset != log.end_offset or not batch.valid() or batch.leader_epoch < log.last_epoch_of_batches():
+                    break
+                log._add(batch)
+                log._positions.append((len(log.segments) - 1, position))
+                position += len(frame(body))
+            log.segments[-1] = (base, position)
+            if position < len(data):
+                out.write(Truncate(path, position))
+                broken = True
+        if not log.segments:
+            log.segments = [(log.end_offset, 0)]
         # The batches are the truth: each epoch starts at its first batch (Kafka truncates the
         # checkpointed cache to the log end on load; an epoch that wrote nothing leaves no trace).
         cached = [tuple(p) for p in unpack(files[log.epoch_path])] if files.get(log.epoch_path) else []

@@ -91,7 +91,7 @@ class ReplicaManager:
         last checkpoint."""
         hwms = unpack(files[HWM_CHECKPOINT_FILE]) if files.get(HWM_CHECKPOINT_FILE) else {}
         for topic, partition, directory in partition_dirs(files):
-            log = PartitionLog.recover(directory, files, out)
+            log = PartitionLog.recover(directory, files, out, self._segment_bytes(topic))
             replica = PartitionReplica(self.env, topic, partition, log, hwms.get(f"{topic}-{partition}", 0))
             self.replicas[(topic, partition)] = replica
             out.emit("replica_recovered", partition=replica.name, leo=log.end_offset, hwm=replica.hwm, last_epoch=log.last_epoch)
@@ -114,6 +114,7 @@ class ReplicaManager:
             return
         if replica is None:
             replica = self.replicas[key] = PartitionReplica(self.env, rec.topic, rec.partition, PartitionLog(replica_dir(*key)), 0)
+        replica.log.segment_bytes = self._segment_bytes(rec.topic)
         if rec.leader_epoch < replica.leader_epoch:
             return  # never act on older metadata
         if rec.leader == me:
@@ -134,11 +135,19 @@ class ReplicaManager:
             if rec.leader is not None:
                 self._follow(key, rec.leader, now_ms, out)
 
+    def _segment_bytes(self, topic: str) -> int:
+        """The topic's segment.bytes, else the cluster's (dynamic, then static) log.segment.bytes.
+        Read when the partition's metadata changes: a new size applies from the next roll."""
+        image = self.env.image
+        default = image.cluster_config.get("log.segment.bytes", self.env.settings.config.log_segment_bytes)
+        return image.topic_configs.get(topic, {}).get("segment.bytes", default)
+
     def _remove_replica(self, key: Key, replica: PartitionReplica, out: Output) -> None:
         self._unfollow(key)
         replica.stop(out)
         del self.replicas[key]
-        out.write(Delete(replica.log.log_path))
+        for path in replica.log.segment_paths():
+            out.write(Delete(path))
         out.write(Delete(replica.log.epoch_path))
         out.emit("replica_deleted", partition=replica.name)
 

@@ -97,6 +97,9 @@ class KafkaConfig(Strict):
     # None stands for Kafka's defaults: Long.MAX messages, and no flush timer (the OS writes back).
     log_flush_interval_messages: PositiveInt | None = Field(None, alias="log.flush.interval.messages")
     log_flush_interval_ms: PositiveInt | None = Field(None, alias="log.flush.interval.ms")
+    # Segment files roll at this size (Kafka: 1 GiB). Any positive size is accepted (Kafka 4 asks
+    # for at least 1 MiB) so that scenarios can roll segments with a handful of records.
+    log_segment_bytes: PositiveInt = Field(1 << 30, alias="log.segment.bytes")
 
 
 class TopicConfig(Strict):
@@ -106,6 +109,7 @@ class TopicConfig(Strict):
     unclean_leader_election_enable: bool | None = Field(None, alias="unclean.leader.election.enable")
     flush_messages: PositiveInt | None = Field(None, alias="flush.messages")
     flush_ms: PositiveInt | None = Field(None, alias="flush.ms")
+    segment_bytes: PositiveInt | None = Field(None, alias="segment.bytes")
 
 
 class ProtocolSwitches(Strict):

@@ -7,9 +7,10 @@ from actors.contract import Output, Truncate
 from actors.runtime.ray.file_store import NodeFiles, durable_view, os_crash, visible_view, wipe
 from storage.codec import frame
 from storage.modes import StorageMode
-from storage.partition_log import PartitionLog, RecordBatch, replica_dir
+from storage.partition_log import PartitionLog, RecordBatch, replica_dir, segment_name
 
 DIR = replica_dir("t", 0)
+LOG = f"{DIR}/{segment_name(0)}"  # the first segment
 
 
 def batch_frames(n: int, start: int = 0) -> list[bytes]:
@@ -30,22 +31,22 @@ def recover(files: NodeFiles) -> tuple[PartitionLog, Output]:
 def test_page_cache_os_crash_cuts_each_file_to_its_flushed_length(tmp_path: Path):
     files = NodeFiles(tmp_path, StorageMode.PAGE_CACHE)
     first, second = batch_frames(3), batch_frames(2, start=3)
-    files.append(f"{DIR}/log", b"".join(first), 0)
+    files.append(LOG, b"".join(first), 0)
     files.flush()
-    files.append(f"{DIR}/log", b"".join(second), 1)
-    assert (tmp_path / DIR / "log").stat().st_size == len(b"".join(first + second))  # in the page cache
+    files.append(LOG, b"".join(second), 1)
+    assert (tmp_path / LOG).stat().st_size == len(b"".join(first + second))  # in the page cache
     files.close()
 
     lost = os_crash(tmp_path)
 
-    assert lost == {f"{DIR}/log": len(b"".join(second))}
+    assert lost == {LOG: len(b"".join(second))}
     log, _ = recover(NodeFiles(tmp_path, StorageMode.PAGE_CACHE))
     assert log.end_offset == 3
 
 
 def test_page_cache_process_crash_keeps_unflushed_writes(tmp_path: Path):
     files = NodeFiles(tmp_path, StorageMode.PAGE_CACHE)
-    files.append(f"{DIR}/log", b"".join(batch_frames(4)), 0)
+    files.append(LOG, b"".join(batch_frames(4)), 0)
     files.close()  # the process dies; the OS (and its page cache) lives on
     log, _ = recover(NodeFiles(tmp_path, StorageMode.PAGE_CACHE))
     assert log.end_offset == 4
@@ -54,11 +55,11 @@ def test_page_cache_process_crash_keeps_unflushed_writes(tmp_path: Path):
 
 def test_process_buffer_keeps_unflushed_appends_in_process_memory(tmp_path: Path):
     files = NodeFiles(tmp_path, StorageMode.PROCESS_BUFFER)
-    files.append(f"{DIR}/log", b"".join(batch_frames(2)), 0)
+    files.append(LOG, b"".join(batch_frames(2)), 0)
     files.flush()
-    files.append(f"{DIR}/log", b"".join(batch_frames(3, start=2)), 1)
-    assert files.size(f"{DIR}/log") == len(b"".join(batch_frames(5)))
-    assert (tmp_path / DIR / "log").stat().st_size == len(b"".join(batch_frames(2)))
+    files.append(LOG, b"".join(batch_frames(3, start=2)), 1)
+    assert files.size(LOG) == len(b"".join(batch_frames(5)))
+    assert (tmp_path / LOG).stat().st_size == len(b"".join(batch_frames(2)))
     files.close()  # process crash: the buffer is gone
     log, _ = recover(NodeFiles(tmp_path, StorageMode.PROCESS_BUFFER))
     assert log.end_offset == 2
@@ -66,8 +67,8 @@ def test_process_buffer_keeps_unflushed_appends_in_process_memory(tmp_path: Path
 
 def test_fsync_mode_flush_syncs_and_survives_os_crash(tmp_path: Path):
     files = NodeFiles(tmp_path, StorageMode.FSYNC)
-    files.append(f"{DIR}/log", b"".join(batch_frames(3)), 0)
-    assert files.is_dirty(f"{DIR}/log")
+    files.append(LOG, b"".join(batch_frames(3)), 0)
+    assert files.is_dirty(LOG)
     assert files.flush() == 1 and files.fsyncs == 1
     assert not files.is_dirty()
     files.close()
@@ -80,14 +81,14 @@ def test_torn_tail_is_detected_and_truncated_on_recovery(tmp_path: Path):
     frames = batch_frames(3)
     whole = b"".join(frames)
     (tmp_path / DIR).mkdir(parents=True)
-    (tmp_path / DIR / "log").write_bytes(whole + frames[0][:7])  # a write cut in the middle
+    (tmp_path / LOG).write_bytes(whole + frames[0][:7])  # a write cut in the middle
     files = NodeFiles(tmp_path, StorageMode.PAGE_CACHE)
     log, out = recover(files)
     assert log.end_offset == 3
     cuts = [op for op in out.storage if isinstance(op, Truncate)]
-    assert cuts == [Truncate(f"{DIR}/log", len(whole))]
+    assert cuts == [Truncate(LOG, len(whole))]
     files.truncate(cuts[0].path, cuts[0].size, 0)
-    assert (tmp_path / DIR / "log").stat().st_size == len(whole)
+    assert (tmp_path / LOG).stat().st_size == len(whole)
 
 
 def test_corrupt_tail_fails_its_crc_and_is_truncated(tmp_path: Path):
@@ -95,14 +96,14 @@ def test_corrupt_tail_fails_its_crc_and_is_truncated(tmp_path: Path):
     damaged = bytearray(frames[2])
     damaged[-1] ^= 0xFF  # a bit flip in the last batch's body
     (tmp_path / DIR).mkdir(parents=True)
-    (tmp_path / DIR / "log").write_bytes(frames[0] + frames[1] + bytes(damaged))
+    (tmp_path / LOG).write_bytes(frames[0] + frames[1] + bytes(damaged))
     files = NodeFiles(tmp_path, StorageMode.FSYNC)
     log, out = recover(files)
     assert log.end_offset == 2
     for op in out.storage:
         if isinstance(op, Truncate):
             files.truncate(op.path, op.size, 0)
-    assert (tmp_path / DIR / "log").read_bytes() == frames[0] + frames[1]
+    assert (tmp_path / LOG).read_bytes() == frames[0] + frames[1]
 
 
 def test_replaced_checkpoint_returns_to_its_flushed_content_after_os_crash(tmp_path: Path):
@@ -120,13 +121,13 @@ def test_replaced_checkpoint_returns_to_its_flushed_content_after_os_crash(tmp_p
 def test_truncation_below_the_flushed_length_lowers_it(tmp_path: Path):
     files = NodeFiles(tmp_path, StorageMode.PAGE_CACHE)
     frames = batch_frames(4)
-    files.append(f"{DIR}/log", b"".join(frames), 0)
+    files.append(LOG, b"".join(frames), 0)
     files.flush()
-    files.truncate(f"{DIR}/log", len(frames[0]), 1)
-    files.append(f"{DIR}/log", b"x" * 10, 2)
+    files.truncate(LOG, len(frames[0]), 1)
+    files.append(LOG, b"x" * 10, 2)
     files.close()
     os_crash(tmp_path)
-    assert (tmp_path / DIR / "log").read_bytes() == frames[0]
+    assert (tmp_path / LOG).read_bytes() == frames[0]
 
 
 def test_background_flush_writes_back_pages_dirty_long_enough(tmp_path: Path):
@@ -163,29 +164,29 @@ def test_a_flush_makes_durable_only_what_was_written_before_it_began(tmp_path: P
     append after the flush began is not covered by it, and the file stays dirty."""
     files = NodeFiles(tmp_path, StorageMode.FSYNC)
     frames = batch_frames(2)
-    files.append(f"{DIR}/log", frames[0], 0)
+    files.append(LOG, frames[0], 0)
     flush = files.begin_flush()
-    files.append(f"{DIR}/log", frames[1], 1)  # meanwhile
+    files.append(LOG, frames[1], 1)  # meanwhile
     flush.sync()
     assert files.complete_flush(flush) == 1 and files.fsyncs == 1
-    assert files.is_dirty(f"{DIR}/log")
+    assert files.is_dirty(LOG)
     files.close()
     os_crash(tmp_path)
-    assert (tmp_path / DIR / "log").read_bytes() == frames[0]
+    assert (tmp_path / LOG).read_bytes() == frames[0]
 
 
 def test_a_flush_says_nothing_of_a_file_truncated_or_replaced_since_it_began(tmp_path: Path):
     files = NodeFiles(tmp_path, StorageMode.FSYNC)
     frames = batch_frames(3)
-    files.append(f"{DIR}/log", b"".join(frames), 0)
+    files.append(LOG, b"".join(frames), 0)
     files.replace("quorum-state", b"epoch=1", 0)
     flush = files.begin_flush()
-    files.truncate(f"{DIR}/log", len(frames[0]), 1)  # a truncation to the leader's epoch end
-    files.append(f"{DIR}/log", b"from the new leader", 1)
+    files.truncate(LOG, len(frames[0]), 1)  # a truncation to the leader's epoch end
+    files.append(LOG, b"from the new leader", 1)
     files.replace("quorum-state", b"epoch=2", 1)
     flush.sync()
     files.complete_flush(flush)
-    assert files.dirty_paths() == sorted([f"{DIR}/log", "quorum-state"])
+    assert files.dirty_paths() == sorted([LOG, "quorum-state"])
     files.close()
     os_crash(tmp_path)
     # Nothing of the new contents was flushed: the log keeps only what was durable before the

@@ -2,7 +2,7 @@
 the files a crash left (kafka-replication-deep-dive.txt for offsets; replication-correctness.md
 §6.6 for epochs and divergence)."""
 
-from actors.contract import Append, Output, Replace, Truncate
+from actors.contract import Append, Delete, Output, Replace, Truncate
 from storage.codec import frame, pack
 from storage.partition_log import PartitionLog, RecordBatch, partition_dirs
 
@@ -21,6 +21,8 @@ def files_of(out: Output) -> dict[str, bytes]:
             del files.setdefault(op.path, bytearray())[op.size :]
         elif isinstance(op, Replace):
             files[op.path] = bytearray(op.data)
+        elif isinstance(op, Delete):
+            files.pop(op.path, None)
     return {k: bytes(v) for k, v in files.items()}
 
 
@@ -76,17 +78,17 @@ def test_an_epoch_left_by_a_leadership_that_wrote_nothing_gives_way_to_older_bat
 def test_recovery_rebuilds_the_log_and_cuts_a_torn_tail():
     log, out = log_with((0, 3), (1, 2))
     files = files_of(out)
-    files[log.log_path] += frame(batch(["torn"], 1, 5).encode())[:-3]  # a write cut short
+    files[log.segment_path()] += frame(batch(["torn"], 1, 5).encode())[:-3]  # a write cut short
     recovered_out = Output()
     recovered = PartitionLog.recover(log.directory, files, recovered_out)
     assert recovered.end_offset == 5 and recovered.epochs == [(0, 0), (1, 3)]
-    assert any(isinstance(op, Truncate) and op.path == log.log_path for op in recovered_out.storage)
+    assert any(isinstance(op, Truncate) and op.path == log.segment_path() for op in recovered_out.storage)
 
 
 def test_recovery_drops_epoch_entries_beyond_the_recovered_log():
     log, out = log_with((0, 3), (1, 2))
     files = files_of(out)
-    files[log.log_path] = files[log.log_path][: len(frame(log.batches[0].encode()))]  # page cache lost batch 2
+    files[log.segment_path()] = files[log.segment_path()][: len(frame(log.batches[0].encode()))]  # page cache lost batch 2
     recovered = PartitionLog.recover(log.directory, files, Output())
     assert recovered.end_offset == 3 and recovered.epochs == [(0, 0)]
 
@@ -94,9 +96,9 @@ def test_recovery_drops_epoch_entries_beyond_the_recovered_log():
 def test_a_corrupt_batch_ends_the_valid_log():
     log, out = log_with((0, 2), (0, 2))
     files = files_of(out)
-    data = bytearray(files[log.log_path])
+    data = bytearray(files[log.segment_path()])
     data[-1] ^= 0xFF  # flip a bit in the last batch
-    files[log.log_path] = bytes(data)
+    files[log.segment_path()] = bytes(data)
     assert PartitionLog.recover(log.directory, files, Output()).end_offset == 2
 
 
@@ -114,3 +116,72 @@ def test_replica_directories_are_found_among_a_nodes_files():
         ("my-topic", 3, "partitions/my-topic-3"),
         ("t", 0, "partitions/t-0"),
     ]
+
+
+def segmented_log(segment_bytes: int, *counts: int) -> tuple[PartitionLog, Output]:
+    log, out = PartitionLog("partitions/t-0", segment_bytes), Output()
+    for count in counts:
+        log.append(batch([f"v{log.end_offset + i}" for i in range(count)], 0, log.end_offset), out)
+    return log, out
+
+
+def frame_size(log: PartitionLog, i: int) -> int:
+    return len(frame(log.batches[i].encode()))
+
+
+def test_the_active_segment_rolls_before_a_batch_would_take_it_past_segment_bytes():
+    """Kafka's LogSegment.shouldRoll; segments are named after their first offset."""
+    one = len(frame(batch(["v0"], 0).encode()))
+    log, out = segmented_log(2 * one + 1, 1, 1, 1, 1, 1)
+    assert log.segments == [(0, 2 * one), (2, 2 * one), (4, one)]
+    files = files_of(out)
+    assert sorted(p for p in files if p.endswith(".log")) == [
+        "partitions/t-0/00000000000000000000.log",
+        "partitions/t-0/00000000000000000002.log",
+        "partitions/t-0/00000000000000000004.log",
+    ]
+    # A batch larger than a whole segment still goes into an (empty) segment of its own.
+    log.append(batch([f"big{i}" for i in range(50)], 0, 5), out)
+    assert log.segments[-1][0] == 5 and log.segments[-1][1] > log.segment_bytes
+    log.append(batch(["after"], 0, 55), out)
+    assert log.segments[-1] == (55, one + 3)
+
+
+def test_truncation_deletes_later_segments_and_cuts_the_one_holding_the_offset():
+    one = len(frame(batch(["v0"], 0).encode()))
+    log, out = segmented_log(2 * one + 1, 1, 1, 1, 1, 1)
+    cut = Output()
+    assert log.truncate_to(3, cut) == 3
+    assert cut.storage[:2] == [Delete("partitions/t-0/00000000000000000004.log"), Truncate("partitions/t-0/00000000000000000002.log", one)]
+    assert log.segments == [(0, 2 * one), (2, one)]
+    log.append(batch(["new"], 1, 3), cut)  # appends go on in the cut segment
+    out.storage.extend(cut.storage)
+    recovered = PartitionLog.recover(log.directory, files_of(out), Output(), log.segment_bytes)
+    assert [b.base_offset for b in recovered.batches] == [0, 1, 2, 3] and recovered.epochs == [(0, 0), (1, 3)]
+
+
+def test_recovery_reads_every_segment_and_drops_what_follows_a_torn_one():
+    one = len(frame(batch(["v0"], 0).encode()))
+    log, out = segmented_log(2 * one + 1, 1, 1, 1, 1, 1)
+    files = files_of(out)
+    middle = "partitions/t-0/00000000000000000002.log"
+    files[middle] = files[middle][:-3]  # the page cache lost the end of the middle segment
+    recovered_out = Output()
+    recovered = PartitionLog.recover(log.directory, files, recovered_out, log.segment_bytes)
+    assert recovered.end_offset == 3 and recovered.segments == [(0, 2 * one), (2, one)]
+    assert Truncate(middle, one) in recovered_out.storage
+    assert Delete("partitions/t-0/00000000000000000004.log") in recovered_out.storage
+    # Intact segments come back whole, in offset order.
+    whole = PartitionLog.recover(log.directory, files_of(out), Output(), log.segment_bytes)
+    assert whole.end_offset == 5 and whole.segments == log.segments
+
+
+def test_recovery_stops_at_a_missing_segment():
+    one = len(frame(batch(["v0"], 0).encode()))
+    log, out = segmented_log(2 * one + 1, 1, 1, 1, 1, 1)
+    files = files_of(out)
+    del files["partitions/t-0/00000000000000000002.log"]
+    recovered_out = Output()
+    recovered = PartitionLog.recover(log.directory, files, recovered_out, log.segment_bytes)
+    assert recovered.end_offset == 2
+    assert Delete("partitions/t-0/00000000000000000004.log") in recovered_out.storage

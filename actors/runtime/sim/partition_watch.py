@@ -131,7 +131,7 @@ class PartitionInvariants:
             rec = img.partitions.get(key)
             if rec is None or broker not in set(rec.isr) | set(rec.elr):
                 continue
-            if mode == "disk" or disk.is_dirty(node, r.log.log_path):
+            if mode == "disk" or any(disk.is_dirty(node, path) for path in r.log.segment_paths()):
                 self._lossy.setdefault(key, set()).add(broker)
 
     def _track_lossy_candidates(self, img, roles) -> None:
