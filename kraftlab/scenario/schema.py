@@ -111,6 +111,15 @@ class TopicConfig(Strict):
     flush_ms: PositiveInt | None = Field(None, alias="flush.ms")
     segment_bytes: PositiveInt | None = Field(None, alias="segment.bytes")
 
+    @field_validator("flush_messages", "flush_ms")
+    @classmethod
+    def _flush_is_per_broker(cls, value: int | None) -> int | None:
+        # A broker flushes all of its dirty files at once (one Flush), so a per-topic interval
+        # cannot be honoured; refusing it beats silently ignoring it.
+        if value is not None:
+            raise ValueError("per-topic flush intervals are not supported; set cluster.config log.flush.interval.messages / log.flush.interval.ms")
+        return value
+
 
 class ProtocolSwitches(Strict):
     """Safety mechanisms, all on by default (today's Kafka); each can be switched off to reproduce

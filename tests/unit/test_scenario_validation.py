@@ -30,6 +30,7 @@ CASES = [
     ("negative-brokers", "name: x\ncluster: {brokers: -1}", "cluster.brokers", "greater than 0"),
     ("unknown-top-level-key", "name: x\nnmae: y", "nmae", "unknown key"),
     ("unknown-config-key", "name: x\ncluster: {config: {min.isr: 2}}", "cluster.config.min.isr", "unknown key"),
+    ("topic-flush-interval", "name: x\ntopics: [{name: t, config: {flush.messages: 10}}]", "topics[0].config.flush.messages", "log.flush.interval.messages"),
     ("bad-crash-mode", BASE + "steps: [{crash: {node: b1, mode: power}}]", "steps[0].crash.mode", "'process', 'os' or 'disk'"),
     ("negative-wait", BASE + "steps: [{wait: -1}]", "steps[0].wait", "greater than or equal to 0"),
     ("attribute-without-subject", BASE + "steps: [{expect: {isr: [1]}}]", "steps[0].expect", "needs a `partition` subject"),
