@@ -72,19 +72,35 @@ def _stop(role, now):
 BROKERS = ("b1", "b2", "b3")
 
 
-def _fsyncs(cluster: RayCluster) -> tuple[int, float]:
+def _fsyncs(cluster: RayCluster) -> tuple[int, float, int]:
+    """(files synced, ms spent syncing, flushes) summed over the brokers."""
     counters = [cluster.counters(b) for b in BROKERS]
-    return sum(c["fsyncs"] for c in counters), sum(c["fsync_ms"] for c in counters)
+    return sum(c["fsyncs"] for c in counters), sum(c["fsync_ms"] for c in counters), sum(c["flushes"] for c in counters)
+
+
+def machine_cpu_busy_s() -> float:
+    """CPU seconds the whole machine spent busy (every process and the kernel; /proc/stat)."""
+    with open("/proc/stat") as f:
+        fields = [int(v) for v in f.readline().split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu(cluster: RayCluster, producer: str) -> tuple[float, float]:
+    """CPU seconds used so far by the brokers' processes and by the producer's."""
+    return sum(cluster.counters(b)["cpu_s"] for b in BROKERS), cluster.counters(producer)["cpu_s"]
 
 
 def measure(cluster: RayCluster, producer: str, partitions: list, rate: float | None, seconds: float) -> dict:
     cluster.invoke(producer, lambda role, now: _start(role, now, partitions, rate, None, BUFFER_RECORDS))
     time.sleep(WARMUP_S)
     first = cluster.invoke(producer, _reading)
-    fsyncs0, fsync_ms0 = _fsyncs(cluster)
+    fsyncs0, fsync_ms0, flushes0 = _fsyncs(cluster)
+    (brokers_cpu0, producer_cpu0), machine0 = _cpu(cluster, producer), machine_cpu_busy_s()
     time.sleep(seconds)
     last = cluster.invoke(producer, _reading)
-    fsyncs1, fsync_ms1 = _fsyncs(cluster)
+    fsyncs1, fsync_ms1, flushes1 = _fsyncs(cluster)
+    (brokers_cpu1, producer_cpu1), machine1 = _cpu(cluster, producer), machine_cpu_busy_s()
     cluster.invoke(producer, _stop)
     time.sleep(1.0)  # let what is in flight finish before the next phase
     span_s = (last["now"] - first["now"]) / 1000.0
@@ -101,6 +117,16 @@ def measure(cluster: RayCluster, producer: str, partitions: list, rate: float | 
         # fsyncs the brokers made meanwhile, and their mean duration under this load (in situ)
         "fsyncs_per_batch": (fsyncs1 - fsyncs0) / batches if batches else 0.0,
         "fsync_mean_ms": (fsync_ms1 - fsync_ms0) / (fsyncs1 - fsyncs0) if fsyncs1 > fsyncs0 else None,
+        # one flush syncs every file dirty when it begins (group commit), one after another
+        "flush_mean_ms": (fsync_ms1 - fsync_ms0) / (flushes1 - flushes0) if flushes1 > flushes0 else None,
+        "files_per_flush": (fsyncs1 - fsyncs0) / (flushes1 - flushes0) if flushes1 > flushes0 else 0.0,
+        # share of the time each broker's fsync thread was busy
+        "fsync_busy": (fsync_ms1 - fsync_ms0) / len(BROKERS) / (span_s * 1000.0) if span_s else 0.0,
+        # CPU per 1,000 acknowledged records (ms): the three brokers, the producer, the machine
+        "brokers_cpu_ms_per_k": 1e6 * (brokers_cpu1 - brokers_cpu0) / acked if acked else None,
+        "producer_cpu_ms_per_k": 1e6 * (producer_cpu1 - producer_cpu0) / acked if acked else None,
+        "machine_cpu_ms_per_k": 1e6 * (machine1 - machine0) / acked if acked else None,
+        "machine_busy": (machine1 - machine0) / (span_s * (os.cpu_count() or 1)) if span_s else 0.0,
     }
 
 
@@ -174,24 +200,35 @@ def main() -> None:
             continue
         for phase, label in (("sat", "unthrottled"), ("half", "half load")):
             f = fy[phase]
-            if f["fsync_mean_ms"] is None:
+            if f["flush_mean_ms"] is None:
                 continue
-            # Per batch, fsync mode adds the leader's fsync of the batch and then a follower's (the
-            # followers fsync in parallel, and the HWM needs one of them for MinISR 2): about two
-            # fsyncs in series on the batch's path, at the cost measured in the brokers.
-            added = 2 * f["fsync_mean_ms"]
-            pc_batch_ms = 1000.0 * n * pc[phase]["records_per_batch"] / pc[phase]["acked_per_s"] if pc[phase]["acked_per_s"] else 0.0
-            predicted = pc[phase]["acked_per_s"] * pc_batch_ms / (pc_batch_ms + added) if pc_batch_ms else 0.0
+            # The fsync runs on each broker's worker thread (node_process.py), so it costs
+            # latency, not event-loop time: an acks=all batch waits for a follower's flush before
+            # its confirming fetch leaves (the leader's own flush runs meanwhile), and a flush
+            # waits on average half a flush for the one in flight. Throughput is unchanged until
+            # an fsync thread is busy all the time.
+            added = 1.5 * f["flush_mean_ms"]
+            predicted_ratio = min(1.0, 1.0 / f["fsync_busy"]) if f["fsync_busy"] else 1.0
             # Unthrottled, the throughputs compare; at half load each mode is offered half of its
             # own ceiling, so only the latencies compare.
             versus = (
-                f"throughput {f['acked_per_s'] / pc[phase]['acked_per_s']:.2f}x page_cache's (two fsyncs per batch predict {predicted / pc[phase]['acked_per_s']:.2f}x); "
+                f"throughput {f['acked_per_s'] / pc[phase]['acked_per_s']:.2f}x page_cache's (predicted {predicted_ratio:.2f}x: fsync threads busy {100 * f['fsync_busy']:.0f}%); "
                 if phase == "sat"
                 else ""
             )
+            cpu = (
+                f"CPU per 1,000 acked records: brokers {f['brokers_cpu_ms_per_k']:.1f} vs {pc[phase]['brokers_cpu_ms_per_k']:.1f} ms, "
+                f"producer {f['producer_cpu_ms_per_k']:.1f} vs {pc[phase]['producer_cpu_ms_per_k']:.1f} ms, "
+                f"machine {f['machine_cpu_ms_per_k']:.1f} vs {pc[phase]['machine_cpu_ms_per_k']:.1f} ms "
+                f"(machine busy {100 * f['machine_busy']:.0f}% vs {100 * pc[phase]['machine_busy']:.0f}%)"
+            )
+            if phase == "sat" and f["machine_busy"] > 0.9 and pc[phase]["machine_busy"] > 0.9:
+                # Both saturate the machine's CPUs: throughput goes as the inverse of CPU per record.
+                cpu += f"; CPU-bound, so the machine's CPU per record predicts {pc[phase]['machine_cpu_ms_per_k'] / f['machine_cpu_ms_per_k']:.2f}x"
             print(
-                f"{n}p {label}: fsync mode's brokers made {f['fsyncs_per_batch']:.1f} fsyncs per batch, {f['fsync_mean_ms']:.2f} ms each (probe: {fs['mean']:.2f} ms idle); "
-                f"{versus}p50 {fmt(f['p50'])} vs {fmt(pc[phase]['p50'])} ms: +{(f['p50'] or 0) - (pc[phase]['p50'] or 0):.2f} ms (predicted +{added:.2f} ms)"
+                f"{n}p {label}: fsync mode's brokers flushed {f['files_per_flush']:.1f} files per flush, {f['fsync_mean_ms']:.2f} ms per file "
+                f"(probe: {fs['mean']:.2f} ms idle), {f['flush_mean_ms']:.2f} ms per flush; "
+                f"{versus}p50 {fmt(f['p50'])} vs {fmt(pc[phase]['p50'])} ms: +{(f['p50'] or 0) - (pc[phase]['p50'] or 0):.2f} ms (predicted +{added:.2f} ms)\n    {cpu}"
             )
     adapter.shutdown()
 

@@ -111,6 +111,7 @@ class NodeFiles:
         self._version: dict[str, int] = {}
         self.fsyncs = 0
         self.fsync_ms = 0.0  # time spent in os.fsync (the benchmark's in-situ fsync cost)
+        self.flushes = 0  # flushes that synced anything (one flush syncs every dirty file)
         for rel in self._existing():
             self._size[rel] = (self.root / rel).stat().st_size
             if self._size[rel] != self.durable.get(rel, 0) or rel in self.saved:
@@ -255,6 +256,8 @@ class NodeFiles:
         durable up to the flush's length and stays dirty."""
         self.fsyncs += flush.fsyncs
         self.fsync_ms += flush.fsync_ms
+        if flush.fsyncs:
+            self.flushes += 1
         for rel, (version, length, _fd) in flush.files.items():
             if self._version.get(rel, 0) != version or rel not in self._size:
                 continue
