@@ -225,6 +225,11 @@ def main() -> None:
             if phase == "sat" and f["machine_busy"] > 0.9 and pc[phase]["machine_busy"] > 0.9:
                 # Both saturate the machine's CPUs: throughput goes as the inverse of CPU per record.
                 cpu += f"; CPU-bound, so the machine's CPU per record predicts {pc[phase]['machine_cpu_ms_per_k'] / f['machine_cpu_ms_per_k']:.2f}x"
+            if phase == "sat":
+                # Unthrottled, the producer keeps BUFFER_RECORDS outstanding, so the mean latency is
+                # that over the throughput (Little's law): a lower throughput means a longer wait.
+                little = 1000.0 * BUFFER_RECORDS * (1.0 / f["acked_per_s"] - 1.0 / pc[phase]["acked_per_s"])
+                cpu += f"; at saturation Little's law ({BUFFER_RECORDS:,} records outstanding) predicts +{little:.2f} ms of latency from the throughputs"
             print(
                 f"{n}p {label}: fsync mode's brokers flushed {f['files_per_flush']:.1f} files per flush, {f['fsync_mean_ms']:.2f} ms per file "
                 f"(probe: {fs['mean']:.2f} ms idle), {f['flush_mean_ms']:.2f} ms per flush; "
