@@ -72,12 +72,6 @@ def _stop(role, now):
 BROKERS = ("b1", "b2", "b3")
 
 
-def _fsyncs(cluster: RayCluster) -> tuple[int, float, int]:
-    """(files synced, ms spent syncing, flushes) summed over the brokers."""
-    counters = [cluster.counters(b) for b in BROKERS]
-    return sum(c["fsyncs"] for c in counters), sum(c["fsync_ms"] for c in counters), sum(c["flushes"] for c in counters)
-
-
 def machine_cpu_busy_s() -> float:
     """CPU seconds the whole machine spent busy (every process and the kernel; /proc/stat)."""
     with open("/proc/stat") as f:
@@ -86,21 +80,27 @@ def machine_cpu_busy_s() -> float:
     return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
-def _cpu(cluster: RayCluster, producer: str) -> tuple[float, float]:
-    """CPU seconds used so far by the brokers' processes and by the producer's."""
-    return sum(cluster.counters(b)["cpu_s"] for b in BROKERS), cluster.counters(producer)["cpu_s"]
+def _usage(cluster: RayCluster, producer: str) -> dict[str, float]:
+    """Running totals, one counters call per actor: files synced, ms spent syncing and flushes
+    (brokers summed), CPU seconds of the brokers' and the producer's processes, and the machine's."""
+    brokers = [cluster.counters(b) for b in BROKERS]
+    return {
+        "fsyncs": sum(c["fsyncs"] for c in brokers),
+        "fsync_ms": sum(c["fsync_ms"] for c in brokers),
+        "flushes": sum(c["flushes"] for c in brokers),
+        "brokers_cpu": sum(c["cpu_s"] for c in brokers),
+        "producer_cpu": cluster.counters(producer)["cpu_s"],
+        "machine_cpu": machine_cpu_busy_s(),
+    }
 
 
 def measure(cluster: RayCluster, producer: str, partitions: list, rate: float | None, seconds: float) -> dict:
     cluster.invoke(producer, lambda role, now: _start(role, now, partitions, rate, None, BUFFER_RECORDS))
     time.sleep(WARMUP_S)
-    first = cluster.invoke(producer, _reading)
-    fsyncs0, fsync_ms0, flushes0 = _fsyncs(cluster)
-    (brokers_cpu0, producer_cpu0), machine0 = _cpu(cluster, producer), machine_cpu_busy_s()
+    first, before = cluster.invoke(producer, _reading), _usage(cluster, producer)
     time.sleep(seconds)
-    last = cluster.invoke(producer, _reading)
-    fsyncs1, fsync_ms1, flushes1 = _fsyncs(cluster)
-    (brokers_cpu1, producer_cpu1), machine1 = _cpu(cluster, producer), machine_cpu_busy_s()
+    last, after = cluster.invoke(producer, _reading), _usage(cluster, producer)
+    used = {k: after[k] - before[k] for k in after}
     cluster.invoke(producer, _stop)
     time.sleep(1.0)  # let what is in flight finish before the next phase
     span_s = (last["now"] - first["now"]) / 1000.0
@@ -115,18 +115,18 @@ def measure(cluster: RayCluster, producer: str, partitions: list, rate: float | 
         "p99": lat.percentile_ms(99),
         "p999": lat.percentile_ms(99.9),
         # fsyncs the brokers made meanwhile, and their mean duration under this load (in situ)
-        "fsyncs_per_batch": (fsyncs1 - fsyncs0) / batches if batches else 0.0,
-        "fsync_mean_ms": (fsync_ms1 - fsync_ms0) / (fsyncs1 - fsyncs0) if fsyncs1 > fsyncs0 else None,
+        "fsyncs_per_batch": used["fsyncs"] / batches if batches else 0.0,
+        "fsync_mean_ms": used["fsync_ms"] / used["fsyncs"] if used["fsyncs"] else None,
         # one flush syncs every file dirty when it begins (group commit), one after another
-        "flush_mean_ms": (fsync_ms1 - fsync_ms0) / (flushes1 - flushes0) if flushes1 > flushes0 else None,
-        "files_per_flush": (fsyncs1 - fsyncs0) / (flushes1 - flushes0) if flushes1 > flushes0 else 0.0,
+        "flush_mean_ms": used["fsync_ms"] / used["flushes"] if used["flushes"] else None,
+        "files_per_flush": used["fsyncs"] / used["flushes"] if used["flushes"] else 0.0,
         # share of the time each broker's fsync thread was busy
-        "fsync_busy": (fsync_ms1 - fsync_ms0) / len(BROKERS) / (span_s * 1000.0) if span_s else 0.0,
+        "fsync_busy": used["fsync_ms"] / len(BROKERS) / (span_s * 1000.0) if span_s else 0.0,
         # CPU per 1,000 acknowledged records (ms): the three brokers, the producer, the machine
-        "brokers_cpu_ms_per_k": 1e6 * (brokers_cpu1 - brokers_cpu0) / acked if acked else None,
-        "producer_cpu_ms_per_k": 1e6 * (producer_cpu1 - producer_cpu0) / acked if acked else None,
-        "machine_cpu_ms_per_k": 1e6 * (machine1 - machine0) / acked if acked else None,
-        "machine_busy": (machine1 - machine0) / (span_s * (os.cpu_count() or 1)) if span_s else 0.0,
+        "brokers_cpu_ms_per_k": 1e6 * used["brokers_cpu"] / acked if acked else None,
+        "producer_cpu_ms_per_k": 1e6 * used["producer_cpu"] / acked if acked else None,
+        "machine_cpu_ms_per_k": 1e6 * used["machine_cpu"] / acked if acked else None,
+        "machine_busy": used["machine_cpu"] / (span_s * (os.cpu_count() or 1)) if span_s else 0.0,
     }
 
 

@@ -118,11 +118,15 @@ class PartitionLog:
         # Bumped by every truncation: a prefix checked at one version stays valid until it changes.
         self.version = 0
 
-    def segment_path(self, index: int = -1) -> str:
-        return f"{self.directory}/{segment_name(self.segments[index][0])}"
+    def _segment_file(self, base_offset: int) -> str:
+        return f"{self.directory}/{segment_name(base_offset)}"
+
+    def segment_path(self) -> str:
+        """The active (last) segment's file."""
+        return self._segment_file(self.segments[-1][0])
 
     def segment_paths(self) -> list[str]:
-        return [f"{self.directory}/{segment_name(base)}" for base, _size in self.segments]
+        return [self._segment_file(base) for base, _size in self.segments]
 
     @property
     def epoch_path(self) -> str:
@@ -232,7 +236,7 @@ class PartitionLog:
         # Kafka's Log.truncateTo: segments after the one holding the cut are deleted, that one is
         # cut (and stays, possibly empty, as the active segment).
         for base, _size in self.segments[segment + 1 :]:
-            out.write(Delete(f"{self.directory}/{segment_name(base)}"))
+            out.write(Delete(self._segment_file(base)))
         del self.segments[segment + 1 :]
         self.segments[segment] = (self.segments[segment][0], position)
         out.write(Truncate(self.segment_path(), position))
