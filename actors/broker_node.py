@@ -193,7 +193,7 @@ class BrokerNode:
             return  # DUPLICATE_BROKER_REGISTRATION: the old session is not fenced yet; retry later
         self.epoch = resp.broker_epoch
         self.controller = src
-        out.emit("broker_registered", epoch=self.epoch)
+        out.emit("broker_registered", epoch=self.epoch, clean=self.previous_epoch is not None)
         self.next_request_ms = now_ms  # first heartbeat at once
 
     def _on_heartbeat_response(self, src: str, resp: BrokerHeartbeatResponse, now_ms: float, out: Output) -> bool:

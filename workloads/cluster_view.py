@@ -67,6 +67,9 @@ class QuorumState:
 
 
 class ClusterView(Protocol):
+    # Every committed partition state reported so far (partition_history.PartitionHistory).
+    committed_states: Any
+
     def partitions(self) -> dict[str, PartitionState]: ...
 
     def replica(self, partition: str, broker: int) -> ReplicaState | None: ...

@@ -25,7 +25,7 @@ from kraftlab.scenario.schema import (
 )
 
 from .cluster_view import UNKNOWN
-from .conditions import actual_values, describe_subject, holds, mismatches
+from .conditions import actual_values, describe_subject, holds, matches, mismatches
 from .runtime_api import ClusterRuntime, StepFailed
 
 SHUTDOWN_TIMEOUT_MS = 60_000.0
@@ -68,7 +68,9 @@ class StepRunner:
                 rt.run_for(ms)
             case WaitForStep(wait_for=cond):
                 view = rt.view()
-                if not rt.run_until(lambda: holds(cond, view), cond.timeout_ms):
+                # Also a committed state that came and went between two looks (partition_history.py).
+                reported = view.committed_states.reported_from_now(cond, matches)
+                if not rt.run_until(lambda: holds(cond, view) or reported(), cond.timeout_ms):
                     raise StepFailed(
                         f"timed out after {cond.timeout_ms} ms waiting for {describe_subject(cond)}: "
                         + "; ".join(mismatches(cond, view))

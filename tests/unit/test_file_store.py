@@ -50,7 +50,7 @@ def test_page_cache_process_crash_keeps_unflushed_writes(tmp_path: Path):
     files.close()  # the process dies; the OS (and its page cache) lives on
     log, _ = recover(NodeFiles(tmp_path, StorageMode.PAGE_CACHE))
     assert log.end_offset == 4
-    assert durable_view(tmp_path) == {}  # none of it would survive an OS crash
+    assert durable_view(tmp_path) == {LOG: b""}  # none of it would survive an OS crash
 
 
 def test_process_buffer_keeps_unflushed_appends_in_process_memory(tmp_path: Path):
@@ -115,7 +115,8 @@ def test_replaced_checkpoint_returns_to_its_flushed_content_after_os_crash(tmp_p
     assert visible_view(tmp_path)["replication-offset-checkpoint"] == b"hwm=9"
     files.close()
     os_crash(tmp_path)
-    assert visible_view(tmp_path) == {"replication-offset-checkpoint": b"hwm=5"}
+    # The never-flushed file stays, empty: creating a file is durable (as in storage.disk.SimDisk).
+    assert visible_view(tmp_path) == {"replication-offset-checkpoint": b"hwm=5", "quorum-state": b""}
 
 
 def test_truncation_below_the_flushed_length_lowers_it(tmp_path: Path):
@@ -191,4 +192,30 @@ def test_a_flush_says_nothing_of_a_file_truncated_or_replaced_since_it_began(tmp
     os_crash(tmp_path)
     # Nothing of the new contents was flushed: the log keeps only what was durable before the
     # flush began (nothing) and the checkpoint never became durable.
-    assert visible_view(tmp_path) == {}
+    assert visible_view(tmp_path) == {LOG: b"", "quorum-state": b""}
+
+
+def test_the_durable_view_never_finds_a_saved_file_without_its_copy(tmp_path: Path):
+    """The checks read a running node's durable view from another thread: at every moment of a
+    flush that makes a replaced file durable, the bookkeeping and the copies agree."""
+    files = NodeFiles(tmp_path, StorageMode.PAGE_CACHE)
+    files.replace("quorum-state", b"epoch=1", 0)
+    files.flush()
+    files.replace("quorum-state", b"epoch=2", 1)  # epoch=1 is kept aside in .durable/
+    assert durable_view(tmp_path) == {"quorum-state": b"epoch=1"}
+    flush = files.begin_flush()
+    flush.sync()
+    seen = []
+    real_unlink = Path.unlink
+
+    def unlink_and_look(path, missing_ok=False):
+        seen.append(durable_view(tmp_path))  # what a reader sees just before the copy goes
+        real_unlink(path, missing_ok=missing_ok)
+
+    Path.unlink = unlink_and_look
+    try:
+        files.complete_flush(flush)
+    finally:
+        Path.unlink = real_unlink
+    assert seen == [{"quorum-state": b"epoch=2"}]
+    assert durable_view(tmp_path) == {"quorum-state": b"epoch=2"}

@@ -14,8 +14,10 @@ The real kernel keeps those bytes (the machine did not crash), so every file's *
 recorded in a small bookkeeping file (`.durability`, replaced atomically at every flush); the host
 agent applies `os_crash(node_dir)` after killing the processes: files are cut to their durable
 length, files replaced since their last flush get their durable copy back (kept in `.durable/`),
-files never flushed disappear. Deleting a file counts as durable at once (Kafka syncs the
-directory), and a truncation below the durable length lowers it (never more durable than a disk).
+files never flushed are left empty. Creating and deleting a file count as durable at once (Kafka
+syncs the directory when it creates a log or a segment, and renames checkpoints into place), and a
+truncation below the durable length lowers it (never more durable than a disk). These are
+`storage.disk.SimDisk`'s rules, so that a scenario recovers the same way in both drivers.
 
 The bookkeeping is not fsynced: it models the page cache's state for emulated crashes, which kill
 processes, not the machine (a real power loss would lose it along with the data it describes).
@@ -215,14 +217,16 @@ class NodeFiles:
         self._close(rel)
         self._bump(rel)
         self._pending.pop(rel, None)
-        (self.root / rel).unlink(missing_ok=True)
-        (self.root / DURABLE_COPIES / rel).unlink(missing_ok=True)
         self._size.pop(rel, None)
         self._dirty_since.pop(rel, None)
         changed = self.durable.pop(rel, None) is not None or rel in self.saved
         self.saved.discard(rel)
+        # The bookkeeping first: a crash between the two leaves a file no longer durable, which an
+        # OS crash empties, never a saved path without its copy.
         if changed:
             self._save_bookkeeping()
+        (self.root / rel).unlink(missing_ok=True)
+        (self.root / DURABLE_COPIES / rel).unlink(missing_ok=True)
 
     # --- durability -----------------------------------------------------------------------------
 
@@ -258,17 +262,22 @@ class NodeFiles:
         self.fsync_ms += flush.fsync_ms
         if flush.fsyncs:
             self.flushes += 1
+        copies_done = []
         for rel, (version, length, _fd) in flush.files.items():
             if self._version.get(rel, 0) != version or rel not in self._size:
                 continue
             self.durable[rel] = max(self.durable.get(rel, 0), length)
             if rel in self.saved:
                 self.saved.discard(rel)
-                (self.root / DURABLE_COPIES / rel).unlink(missing_ok=True)
+                copies_done.append(rel)
             if self.size(rel) == length:
                 self._dirty_since.pop(rel, None)
         if flush.files:
             self._save_bookkeeping()
+        # Only once the bookkeeping no longer names them: a reader (or a crash) in between must
+        # never find a path listed as saved without its copy.
+        for rel in copies_done:
+            (self.root / DURABLE_COPIES / rel).unlink(missing_ok=True)
         return len(flush.files)
 
     def flush(self, paths: list[str] | None = None) -> int:
@@ -327,7 +336,7 @@ def os_crash(root: Path) -> dict[str, int]:
             lost[rel] = size
             durable[rel] = len(old)
         elif rel not in durable or durable[rel] == 0:
-            path.unlink()
+            os.truncate(path, 0)  # the directory entry is durable, none of the content
             if size:
                 lost[rel] = size
             durable.pop(rel, None)
@@ -344,11 +353,11 @@ def durable_view(root: Path) -> dict[str, bytes]:
     """What `os_crash` would leave, without changing anything (for the checks). The node may be
     running and flushing meanwhile: a file that vanishes under the read means a newer state, so the
     read starts over."""
-    for _ in range(10):
+    for attempt in range(10):
         try:
             return _durable_view_once(root)
         except FileNotFoundError:
-            continue
+            time.sleep(0.001 * (attempt + 1))  # let the node's thread finish what it was doing
     return _durable_view_once(root)
 
 
@@ -369,6 +378,8 @@ def _durable_view_once(root: Path) -> dict[str, bytes]:
         elif durable.get(rel, 0) > 0:
             with open(path, "rb") as f:
                 out[rel] = f.read(durable[rel])
+        else:
+            out[rel] = b""
     return out
 
 

@@ -44,7 +44,11 @@ class PartitionInvariants:
         self._leader_checked: dict[Key, tuple[Any, int, int]] = {}  # (leader id, version, n committed ok, n acked ok)
         self._pairs_checked: dict[tuple[Key, int, int], tuple[int, int, int]] = {}
         self._leader_hwm_seen: dict[tuple[Key, int, int], int] = {}
-        self._unclean: dict[tuple[int, Key], bool] = {}
+        # Brokers back from an unclean start (registered without a previous epoch after their first
+        # start), each with the partitions it has caught up on since. Judged from the broker's own
+        # event, not from the replicas it holds at that moment: a replica whose files did not
+        # survive is created later, from the metadata, and is just as far behind.
+        self._unclean_start: dict[int, set[Key]] = {}
         self._registered_epoch: dict[int, Any] = {}
         self._lost_checked: tuple[Any, int] | None = None
         self._down_logs: dict[tuple[int, int], dict[Key, PartitionLog]] = {}
@@ -88,12 +92,8 @@ class PartitionInvariants:
         elif kind == "crash" and node.startswith("b"):
             self._on_crash(node, f["mode"])
         elif kind == "broker_registered" and node.startswith("b"):
-            broker = int(node[1:])
-            sim_node = self.cluster.sim.nodes[node]
-            role = sim_node.role
-            if role is not None and role.previous_epoch is None and sim_node.starts > 1:
-                for key in role.data_plane.replicas:
-                    self._unclean[(broker, key)] = True
+            if not f["clean"] and self.cluster.sim.nodes[node].starts > 1:
+                self._unclean_start[int(node[1:])] = set()
 
     # --- the check --------------------------------------------------------------------------------
 
@@ -236,8 +236,8 @@ class PartitionInvariants:
         self.true_hwm[key] = leader.hwm
         self.committed[key] = [(b.base_offset, b.count, b.crc) for b in leader.log.batches if b.next_offset <= leader.hwm]
         self._leader_checked.pop(key, None)
-        for u in [u for u in self._unclean if u[1] == key]:
-            del self._unclean[u]
+        for caught_up in self._unclean_start.values():
+            caught_up.add(key)  # the log starts over from this leader's: nobody is behind it yet
 
     def _check_leader(self, key, name, leader_id, r, acked, true_hwm, min_isr, rec, found) -> None:
         log = r.log
@@ -303,18 +303,22 @@ class PartitionInvariants:
             running = role is not None and r is not None and reg is not None and role.epoch == reg.epoch
             if not running:
                 continue
-            if (b, key) in self._unclean:
+            if self._is_unclean(b, key):
                 if r.leo >= true_hwm:
-                    del self._unclean[(b, key)]
+                    self._unclean_start[b].add(key)
                 else:
                     where = "leader" if rec.leader == b else ("ISR" if b in rec.isr else "ELR")
                     found.setdefault("UncleanExclusion", f"{name}: broker {b}, back from an unclean shutdown with LEO {r.leo} < true HWM {true_hwm}, is in the {where}")
             if b != rec.leader and r.leo < true_hwm:
                 found.setdefault("LeaderCandidateCompleteness", f"{name}: {('ISR' if b in rec.isr else 'ELR')} member {b} has LEO {r.leo} < true HWM {true_hwm}")
-        for (b, k) in [u for u in self._unclean if u[1] == key]:
+        for b, caught_up in self._unclean_start.items():
             r = replicas.get(b)
             if r is not None and r.leo >= true_hwm:
-                del self._unclean[(b, k)]
+                caught_up.add(key)
+
+    def _is_unclean(self, broker: int, key: Key) -> bool:
+        caught_up = self._unclean_start.get(broker)
+        return caught_up is not None and key not in caught_up
 
     def _check_lost(self, img, acked, found) -> None:
         versions = tuple(
