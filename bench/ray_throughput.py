@@ -12,7 +12,7 @@ calling another with a payload of the average batch's size, one call in flight p
 the producer has) and the fsync latency of the data directory's disk, and prints each result as a
 ratio to that ceiling, with what fsync's cost predicts for the fsync runs.
 
-    python bench/ray_throughput.py [--seconds 10] [--partitions 1 8] [--storage page_cache fsync]
+    python bench/ray_throughput.py [--seconds 10] [--partitions 1 8] [--storage page_cache fsync] [--repeat 1]
 
 Figures only; nothing here is a pass/fail test. The driver polls nothing during the measured
 phases (RayCluster.stop_observing; `invoke` then polls nothing either): the invariant checks are the scenario tests' business.
@@ -89,6 +89,8 @@ def _usage(cluster: RayCluster, producer: str) -> dict[str, float]:
         "fsync_ms": sum(c["fsync_ms"] for c in brokers),
         "flushes": sum(c["flushes"] for c in brokers),
         "brokers_cpu": sum(c["cpu_s"] for c in brokers),
+        "brokers_sys": sum(c["cpu_sys_s"] for c in brokers),
+        **{f"cpu_{b}": c["cpu_s"] for b, c in zip(BROKERS, brokers, strict=True)},
         "producer_cpu": cluster.counters(producer)["cpu_s"],
         "machine_cpu": machine_cpu_busy_s(),
     }
@@ -107,6 +109,7 @@ def measure(cluster: RayCluster, producer: str, partitions: list, rate: float | 
     acked = last["acked"] - first["acked"]
     batches = last["batches"] - first["batches"]
     lat = last["latency"]
+    busiest = max(used[f"cpu_{b}"] for b in BROKERS)
     return {
         "acked_per_s": acked / span_s,
         "failed": last["failed"] - first["failed"],
@@ -127,6 +130,11 @@ def measure(cluster: RayCluster, producer: str, partitions: list, rate: float | 
         "producer_cpu_ms_per_k": 1e6 * used["producer_cpu"] / acked if acked else None,
         "machine_cpu_ms_per_k": 1e6 * used["machine_cpu"] / acked if acked else None,
         "machine_busy": used["machine_cpu"] / (span_s * (os.cpu_count() or 1)) if span_s else 0.0,
+        # the kernel's part of the brokers' CPU, per 1,000 acknowledged records (ms)
+        "brokers_sys_ms_per_k": 1e6 * used["brokers_sys"] / acked if acked else None,
+        # the busiest broker (the leader, with one partition): an actor runs on one core at most
+        "busiest_busy": busiest / span_s if span_s else 0.0,
+        "busiest_cpu_ms_per_k": 1e6 * busiest / acked if acked else None,
     }
 
 
@@ -156,45 +164,36 @@ def fmt(v: float | None, digits: int = 1) -> str:
     return "-" if v is None else f"{v:,.{digits}f}"
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seconds", type=float, default=10.0, help="measured seconds per phase (after a 3 s warm-up)")
-    ap.add_argument("--partitions", type=int, nargs="+", default=[1, 8])
-    ap.add_argument("--storage", nargs="+", default=["page_cache", "fsync"], choices=["page_cache", "fsync", "process_buffer"])
-    args = ap.parse_args()
+def run_one(storage: str, n: int, seconds: float, directory: Path) -> dict:
+    """A fresh cluster for one configuration: the unthrottled phase, the half-rate phase, then the
+    transport ceiling for the batch size the unthrottled phase had."""
+    cluster = RayCluster(scenario(storage, n), data_root=directory, check_invariants=False)
+    try:
+        cluster.stop_observing()
+        producer = cluster.clients.producers[0]
+        parts = [("t", p) for p in range(n)]
+        sat = measure(cluster, producer, parts, None, seconds)
+        half = measure(cluster, producer, parts, sat["acked_per_s"] / 2, seconds)
+    finally:
+        cluster.close()
+    batch_bytes = int(sat["records_per_batch"] * (RECORD_BYTES + 2)) or RECORD_BYTES
+    round_trips = transport_ceiling(batch_bytes, n, min(seconds, 5.0))
+    ceiling = round_trips * sat["records_per_batch"]
+    print(
+        f"{storage:>10} {n}p  unthrottled: {fmt(sat['acked_per_s'], 0)} acked rec/s "
+        f"({fmt(sat['records_per_batch'], 0)} rec/batch, p50 {fmt(sat['p50'])} p99 {fmt(sat['p99'])} p99.9 {fmt(sat['p999'])} ms, failed {sat['failed']})  "
+        f"| transport ceiling {fmt(ceiling, 0)} rec/s ({fmt(round_trips, 0)} round trips/s of {batch_bytes} B), ratio {sat['acked_per_s'] / ceiling:.2f}  "
+        f"| at {fmt(sat['acked_per_s'] / 2, 0)} rec/s offered: {fmt(half['acked_per_s'], 0)} acked, p50 {fmt(half['p50'])} p99 {fmt(half['p99'])} p99.9 {fmt(half['p999'])} ms  "
+        f"| brokers' CPU per 1,000 acked records {fmt(sat['brokers_cpu_ms_per_k'])} ms",
+        flush=True,
+    )
+    return {"storage": storage, "partitions": n, "sat": sat, "half": half, "ceiling": ceiling, "round_trips": round_trips, "batch_bytes": batch_bytes}
 
-    adapter.connect(None)
-    data_root = Path(tempfile.mkdtemp(prefix="kraftlab-bench-"))
-    print(f"local Ray, {os.cpu_count()} CPUs; RF 3, acks=all, min.insync.replicas 2, {RECORD_BYTES}-byte records; "
-          f"{args.seconds:.0f} s measured per phase after {WARMUP_S:.0f} s warm-up", flush=True)
-    rows = []
-    for storage in args.storage:
-        for n in args.partitions:
-            cluster = RayCluster(scenario(storage, n), data_root=data_root / f"{storage}-{n}", check_invariants=False)
-            try:
-                cluster.stop_observing()
-                producer = cluster.clients.producers[0]
-                parts = [("t", p) for p in range(n)]
-                sat = measure(cluster, producer, parts, None, args.seconds)
-                half = measure(cluster, producer, parts, sat["acked_per_s"] / 2, args.seconds)
-            finally:
-                cluster.close()
-            batch_bytes = int(sat["records_per_batch"] * (RECORD_BYTES + 2)) or RECORD_BYTES
-            round_trips = transport_ceiling(batch_bytes, n, min(args.seconds, 5.0))
-            ceiling = round_trips * sat["records_per_batch"]
-            row = {"storage": storage, "partitions": n, "sat": sat, "half": half, "ceiling": ceiling, "round_trips": round_trips, "batch_bytes": batch_bytes}
-            rows.append(row)
-            print(
-                f"{storage:>10} {n}p  unthrottled: {fmt(sat['acked_per_s'], 0)} acked rec/s "
-                f"({fmt(sat['records_per_batch'], 0)} rec/batch, p50 {fmt(sat['p50'])} p99 {fmt(sat['p99'])} p99.9 {fmt(sat['p999'])} ms, failed {sat['failed']})  "
-                f"| transport ceiling {fmt(ceiling, 0)} rec/s ({fmt(round_trips, 0)} round trips/s of {batch_bytes} B), ratio {sat['acked_per_s'] / ceiling:.2f}  "
-                f"| at {fmt(sat['acked_per_s'] / 2, 0)} rec/s offered: {fmt(half['acked_per_s'], 0)} acked, p50 {fmt(half['p50'])} p99 {fmt(half['p99'])} p99.9 {fmt(half['p999'])} ms",
-                flush=True,
-            )
-    fs = fsync_latency_ms(data_root, int(max(r["batch_bytes"] for r in rows)))
-    print(f"fsync of one batch-sized append in {data_root}: p50 {fs['p50']:.2f} ms, p99 {fs['p99']:.2f} ms, mean {fs['mean']:.2f} ms")
+
+def print_fsync_predictions(rows: list[dict], partition_counts: list[int], fs: dict) -> None:
+    """fsync mode against page_cache in one round, with what the measured fsync cost and CPU predict."""
     by = {(r["storage"], r["partitions"]): r for r in rows}
-    for n in args.partitions:
+    for n in partition_counts:
         pc, fy = by.get(("page_cache", n)), by.get(("fsync", n))
         if pc is None or fy is None:
             continue
@@ -222,9 +221,18 @@ def main() -> None:
                 f"machine {f['machine_cpu_ms_per_k']:.1f} vs {pc[phase]['machine_cpu_ms_per_k']:.1f} ms "
                 f"(machine busy {100 * f['machine_busy']:.0f}% vs {100 * pc[phase]['machine_busy']:.0f}%)"
             )
+            cpu += (
+                f"; of the brokers' CPU, the kernel's {f['brokers_sys_ms_per_k']:.1f} vs {pc[phase]['brokers_sys_ms_per_k']:.1f} ms; "
+                f"busiest broker {100 * f['busiest_busy']:.0f}% vs {100 * pc[phase]['busiest_busy']:.0f}% busy, "
+                f"{f['busiest_cpu_ms_per_k']:.1f} vs {pc[phase]['busiest_cpu_ms_per_k']:.1f} ms per 1,000 records"
+            )
             if phase == "sat" and f["machine_busy"] > 0.9 and pc[phase]["machine_busy"] > 0.9:
                 # Both saturate the machine's CPUs: throughput goes as the inverse of CPU per record.
                 cpu += f"; CPU-bound, so the machine's CPU per record predicts {pc[phase]['machine_cpu_ms_per_k'] / f['machine_cpu_ms_per_k']:.2f}x"
+            elif phase == "sat" and f["busiest_busy"] > 0.8 and pc[phase]["busiest_busy"] > 0.8:
+                # One actor's event loop is the bottleneck (a Python process uses one core at a
+                # time): throughput goes as the inverse of that actor's CPU per record.
+                cpu += f"; bound by the busiest broker's core, whose CPU per record predicts {pc[phase]['busiest_cpu_ms_per_k'] / f['busiest_cpu_ms_per_k']:.2f}x"
             if phase == "sat":
                 # Unthrottled, the producer keeps BUFFER_RECORDS outstanding, so the mean latency is
                 # that over the throughput (Little's law): a lower throughput means a longer wait.
@@ -235,6 +243,65 @@ def main() -> None:
                 f"(probe: {fs['mean']:.2f} ms idle), {f['flush_mean_ms']:.2f} ms per flush; "
                 f"{versus}p50 {fmt(f['p50'])} vs {fmt(pc[phase]['p50'])} ms: +{(f['p50'] or 0) - (pc[phase]['p50'] or 0):.2f} ms (predicted +{added:.2f} ms)\n    {cpu}"
             )
+
+
+def _spread(values: list[float], digits: int = 0) -> str:
+    """mean ± sample standard deviation (min-max)."""
+    if len(values) < 2:
+        return fmt(values[0] if values else None, digits)
+    return f"{fmt(statistics.fmean(values), digits)} ± {fmt(statistics.stdev(values), digits)} ({fmt(min(values), digits)}-{fmt(max(values), digits)})"
+
+
+def print_spread(rounds: list[list[dict]], partition_counts: list[int]) -> None:
+    """Every round's figures together: the run-to-run spread of each, and of fsync's throughput
+    ratio to page_cache within a round."""
+    print(f"over {len(rounds)} rounds (mean ± sd (min-max)):")
+    keys = sorted({(r["storage"], r["partitions"]) for rows in rounds for r in rows}, key=lambda k: (k[1], k[0]))
+    for key in keys:
+        runs = [r for rows in rounds for r in rows if (r["storage"], r["partitions"]) == key]
+        sat = [r["sat"] for r in runs]
+
+        def known(values):
+            return [v for v in values if v is not None]
+
+        print(
+            f"{key[0]:>10} {key[1]}p  unthrottled {_spread([x['acked_per_s'] for x in sat])} rec/s, "
+            f"p50 {_spread(known(x['p50'] for x in sat), 1)} ms, p99 {_spread(known(x['p99'] for x in sat), 1)} ms, "
+            f"brokers' CPU per 1,000 records {_spread(known(x['brokers_cpu_ms_per_k'] for x in sat), 1)} ms; "
+            f"half load p50 {_spread(known(r['half']['p50'] for r in runs), 1)} ms"
+        )
+    for n in partition_counts:
+        ratios = []
+        for rows in rounds:
+            by = {(r["storage"], r["partitions"]): r for r in rows}
+            if ("fsync", n) in by and ("page_cache", n) in by:
+                ratios.append(by[("fsync", n)]["sat"]["acked_per_s"] / by[("page_cache", n)]["sat"]["acked_per_s"])
+        if ratios:
+            print(f"{n}p fsync / page_cache unthrottled throughput, same round: {_spread(ratios, 2)}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=float, default=10.0, help="measured seconds per phase (after a 3 s warm-up)")
+    ap.add_argument("--partitions", type=int, nargs="+", default=[1, 8])
+    ap.add_argument("--storage", nargs="+", default=["page_cache", "fsync"], choices=["page_cache", "fsync", "process_buffer"])
+    ap.add_argument("--repeat", type=int, default=1, help="rounds of every configuration; from 2, each figure's spread is printed")
+    args = ap.parse_args()
+
+    adapter.connect(None)
+    data_root = Path(tempfile.mkdtemp(prefix="kraftlab-bench-"))
+    print(f"local Ray, {os.cpu_count()} CPUs; RF 3, acks=all, min.insync.replicas 2, {RECORD_BYTES}-byte records; "
+          f"{args.seconds:.0f} s measured per phase after {WARMUP_S:.0f} s warm-up; {args.repeat} round(s)", flush=True)
+    rounds: list[list[dict]] = []
+    for round_no in range(1, args.repeat + 1):
+        # The modes alternate within a round, so that a drift of the machine touches both.
+        rows = [run_one(storage, n, args.seconds, data_root / f"{storage}-{n}-{round_no}") for n in args.partitions for storage in args.storage]
+        rounds.append(rows)
+        fs = fsync_latency_ms(data_root, int(max(r["batch_bytes"] for r in rows)))
+        print(f"fsync of one batch-sized append in {data_root}: p50 {fs['p50']:.2f} ms, p99 {fs['p99']:.2f} ms, mean {fs['mean']:.2f} ms")
+        print_fsync_predictions(rows, args.partitions, fs)
+    if args.repeat > 1:
+        print_spread(rounds, args.partitions)
     adapter.shutdown()
 
 

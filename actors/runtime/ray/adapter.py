@@ -170,8 +170,9 @@ class NodeActor:
     def _counters(self) -> dict[str, Any]:
         p = self.process
         return {"sent": p.sent, "dropped": p.dropped, "delivered": p.delivered, "fsyncs": p.files.fsyncs, "fsync_ms": p.files.fsync_ms, "flushes": p.files.flushes,
-                # CPU seconds (user + system) of this actor's process: what the node costs the machine
-                "cpu_s": sum(os.times()[:2])}
+                # CPU seconds (user + system) of this actor's process: what the node costs the machine;
+                # the system part alone: the kernel's share (writes, fsyncs, sockets)
+                "cpu_s": sum(os.times()[:2]), "cpu_sys_s": os.times()[1]}
 
     async def counters(self) -> dict[str, Any]:
         """The transport and storage counters alone (no role copy: cheap under load)."""
