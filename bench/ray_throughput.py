@@ -252,6 +252,10 @@ def _spread(values: list[float], digits: int = 0) -> str:
     return f"{fmt(statistics.fmean(values), digits)} ± {fmt(statistics.stdev(values), digits)} ({fmt(min(values), digits)}-{fmt(max(values), digits)})"
 
 
+def _known(values) -> list[float]:
+    return [v for v in values if v is not None]
+
+
 def print_spread(rounds: list[list[dict]], partition_counts: list[int]) -> None:
     """Every round's figures together: the run-to-run spread of each, and of fsync's throughput
     ratio to page_cache within a round."""
@@ -260,15 +264,11 @@ def print_spread(rounds: list[list[dict]], partition_counts: list[int]) -> None:
     for key in keys:
         runs = [r for rows in rounds for r in rows if (r["storage"], r["partitions"]) == key]
         sat = [r["sat"] for r in runs]
-
-        def known(values):
-            return [v for v in values if v is not None]
-
         print(
             f"{key[0]:>10} {key[1]}p  unthrottled {_spread([x['acked_per_s'] for x in sat])} rec/s, "
-            f"p50 {_spread(known(x['p50'] for x in sat), 1)} ms, p99 {_spread(known(x['p99'] for x in sat), 1)} ms, "
-            f"brokers' CPU per 1,000 records {_spread(known(x['brokers_cpu_ms_per_k'] for x in sat), 1)} ms; "
-            f"half load p50 {_spread(known(r['half']['p50'] for r in runs), 1)} ms"
+            f"p50 {_spread(_known(x['p50'] for x in sat), 1)} ms, p99 {_spread(_known(x['p99'] for x in sat), 1)} ms, "
+            f"brokers' CPU per 1,000 records {_spread(_known(x['brokers_cpu_ms_per_k'] for x in sat), 1)} ms; "
+            f"half load p50 {_spread(_known(r['half']['p50'] for r in runs), 1)} ms"
         )
     for n in partition_counts:
         ratios = []

@@ -100,18 +100,7 @@ class Controller:
             self.elections[rec.election] += 1
             out.emit("partition_election", partition=name, how=rec.election, leader=rec.leader, leader_epoch=rec.leader_epoch)
         min_isr = topic_min_isr(self.committed, self.settings.config, rec.topic, len(rec.replicas))
-        out.emit(
-            "partition_state",
-            partition=name,
-            partition_epoch=rec.partition_epoch,
-            leader=rec.leader,
-            leader_epoch=rec.leader_epoch,
-            replicas=list(rec.replicas),
-            isr=list(rec.isr),
-            elr=list(rec.elr),
-            last_known_elr=list(rec.last_known_elr),
-            under_min_isr=len(rec.isr) < min_isr,
-        )
+        out.emit("partition_state", partition=name, **rec.state_fields(), under_min_isr=len(rec.isr) < min_isr)
 
     def on_become_leader(self, epoch: int, now_ms: float, out: Output) -> None:
         working = self.committed.copy()

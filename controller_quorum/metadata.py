@@ -66,6 +66,19 @@ class PartitionRecord:
     adding_replicas: tuple[int, ...] = ()
     removing_replicas: tuple[int, ...] = ()
 
+    def state_fields(self) -> dict[str, Any]:
+        """The state conditions and reports name (leader, epochs, replica sets), as plain values:
+        what a voter's `partition_state` event carries (workloads/cluster_view.PartitionState)."""
+        return {
+            "leader": self.leader,
+            "leader_epoch": self.leader_epoch,
+            "partition_epoch": self.partition_epoch,
+            "replicas": list(self.replicas),
+            "isr": list(self.isr),
+            "elr": list(self.elr),
+            "last_known_elr": list(self.last_known_elr),
+        }
+
 
 @record_type
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,10 @@ None, which is a real answer ("no leader").
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from .partition_history import PartitionHistory
 
 
 class _Unknown:
@@ -44,6 +47,23 @@ class PartitionState:
     offline: bool
     under_min_isr: bool
 
+    @classmethod
+    def committed(cls, fields: dict[str, Any], hwm: Any) -> PartitionState:
+        """From a committed record's state fields (`PartitionRecord.state_fields`, plus
+        `under_min_isr`), as the image holds them or a voter's `partition_state` event reports them."""
+        return cls(
+            leader=fields["leader"],
+            leader_epoch=fields["leader_epoch"],
+            partition_epoch=fields["partition_epoch"],
+            replicas=list(fields["replicas"]),
+            isr=list(fields["isr"]),
+            elr=list(fields["elr"]),
+            last_known_elr=list(fields["last_known_elr"]),
+            hwm=hwm,
+            offline=fields["leader"] is None,
+            under_min_isr=fields["under_min_isr"],
+        )
+
 
 @dataclass
 class ReplicaState:
@@ -67,8 +87,8 @@ class QuorumState:
 
 
 class ClusterView(Protocol):
-    # Every committed partition state reported so far (partition_history.PartitionHistory).
-    committed_states: Any
+    # Every committed partition state reported so far.
+    committed_states: PartitionHistory
 
     def partitions(self) -> dict[str, PartitionState]: ...
 

@@ -21,6 +21,7 @@ from typing import Any
 from kraftlab.scenario.schema import Condition
 
 from .cluster_view import UNKNOWN, PartitionState
+from .conditions import matches
 
 EventRecord = tuple[float, str, str, dict[str, Any]]
 
@@ -30,31 +31,25 @@ RECORD_KEYS = frozenset(
 
 
 class PartitionHistory:
-    """An event sink. Invariant: `states` holds one entry per `partition_state` event received,
-    in arrival order (the same committed state appears once per voter that reported it)."""
+    """An event sink. Invariant: `states` holds each committed state once, in arrival order: every
+    voter reports each one, and a partition epoch names one committed state, so a report of an
+    epoch already seen for the partition adds nothing."""
 
     def __init__(self) -> None:
         self.states: list[tuple[str, PartitionState]] = []
+        self._newest_epoch: dict[str, int] = {}
 
     def __call__(self, record: EventRecord) -> None:
         _at_ms, _node, kind, f = record
         if kind != "partition_state":
             return
-        state = PartitionState(
-            leader=f["leader"],
-            leader_epoch=f["leader_epoch"],
-            partition_epoch=f["partition_epoch"],
-            replicas=list(f["replicas"]),
-            isr=list(f["isr"]),
-            elr=list(f["elr"]),
-            last_known_elr=list(f["last_known_elr"]),
-            hwm=UNKNOWN,
-            offline=f["leader"] is None,
-            under_min_isr=f["under_min_isr"],
-        )
-        self.states.append((f["partition"], state))
+        name = f["partition"]
+        if f["partition_epoch"] <= self._newest_epoch.get(name, -1):
+            return
+        self._newest_epoch[name] = f["partition_epoch"]
+        self.states.append((name, PartitionState.committed(f, hwm=UNKNOWN)))
 
-    def reported_from_now(self, cond: Condition, matches: Callable[[Any, Any, str], bool]) -> Callable[[], bool]:
+    def reported_from_now(self, cond: Condition) -> Callable[[], bool]:
         """A check that turns (and stays) true once a state reported after this call satisfies
         every key of `cond`; always false for a condition these states cannot judge."""
         checks = cond.checks()

@@ -25,7 +25,7 @@ from kraftlab.scenario.schema import (
 )
 
 from .cluster_view import UNKNOWN
-from .conditions import actual_values, describe_subject, holds, matches, mismatches
+from .conditions import actual_values, describe_subject, holds, mismatches
 from .runtime_api import ClusterRuntime, StepFailed
 
 SHUTDOWN_TIMEOUT_MS = 60_000.0
@@ -69,7 +69,7 @@ class StepRunner:
             case WaitForStep(wait_for=cond):
                 view = rt.view()
                 # Also a committed state that came and went between two looks (partition_history.py).
-                reported = view.committed_states.reported_from_now(cond, matches)
+                reported = view.committed_states.reported_from_now(cond)
                 if not rt.run_until(lambda: holds(cond, view) or reported(), cond.timeout_ms):
                     raise StepFailed(
                         f"timed out after {cond.timeout_ms} ms waiting for {describe_subject(cond)}: "

@@ -151,18 +151,8 @@ class RoleClusterView:
         out = {}
         for (topic, p), rec in sorted(img.partitions.items()):
             min_isr = ctl.policy(topic, img, len(rec.replicas)).min_isr if ctl else 1
-            out[f"{topic}-{p}"] = PartitionState(
-                leader=rec.leader,
-                leader_epoch=rec.leader_epoch,
-                partition_epoch=rec.partition_epoch,
-                replicas=list(rec.replicas),
-                isr=list(rec.isr),
-                elr=list(rec.elr),
-                last_known_elr=list(rec.last_known_elr),
-                hwm=self._leader_hwm(topic, p, rec),
-                offline=rec.leader is None,
-                under_min_isr=len(rec.isr) < min_isr,
-            )
+            fields = {**rec.state_fields(), "under_min_isr": len(rec.isr) < min_isr}
+            out[f"{topic}-{p}"] = PartitionState.committed(fields, hwm=self._leader_hwm(topic, p, rec))
         return out
 
     def _leader_hwm(self, topic: str, p: int, rec) -> Any:

@@ -169,10 +169,11 @@ class NodeActor:
 
     def _counters(self) -> dict[str, Any]:
         p = self.process
+        user_s, sys_s = os.times()[:2]
         return {"sent": p.sent, "dropped": p.dropped, "delivered": p.delivered, "fsyncs": p.files.fsyncs, "fsync_ms": p.files.fsync_ms, "flushes": p.files.flushes,
                 # CPU seconds (user + system) of this actor's process: what the node costs the machine;
                 # the system part alone: the kernel's share (writes, fsyncs, sockets)
-                "cpu_s": sum(os.times()[:2]), "cpu_sys_s": os.times()[1]}
+                "cpu_s": user_s + sys_s, "cpu_sys_s": sys_s}
 
     async def counters(self) -> dict[str, Any]:
         """The transport and storage counters alone (no role copy: cheap under load)."""
