@@ -83,18 +83,25 @@ class Controller:
     def on_commit(self, entries: list[LogEntry], now_ms: float, out: Output) -> None:
         for e in entries:
             self.committed.apply(e.offset, e.record)
-            if isinstance(e.record, PartitionRecord):
-                self._report_partition_committed(e.record, out)
+            self._report_committed(e.offset, e.record, out)
         ready = [r for r in self.replies if r[0] < self.committed.offset]
         if ready:
             self.replies = [r for r in self.replies if r[0] >= self.committed.offset]
             for _, env in ready:
                 out.send(env)
 
+    def _report_committed(self, offset: int, rec: object, out: Output) -> None:
+        """Report a committed partition or broker state (workloads/committed_history.py). Every
+        voter reports each one; the availability figures keep the first report of each partition
+        epoch (the earliest moment the cluster knew it)."""
+        if isinstance(rec, PartitionRecord):
+            self._report_partition_committed(rec, out)
+        elif isinstance(rec, RegisterBrokerRecord | BrokerRegistrationChangeRecord):
+            b = self.committed.brokers[rec.broker_id]
+            out.emit("broker_state", broker=b.broker_id, epoch=b.epoch, fenced=b.fenced, offset=offset)
+
     def _report_partition_committed(self, rec: PartitionRecord, out: Output) -> None:
-        """Count the election it records, if any, and report the committed state. Every voter
-        reports each one; the availability figures keep the first report of each partition epoch
-        (the earliest moment the cluster knew it)."""
+        """Count the election it records, if any, and report the committed state."""
         name = f"{rec.topic}-{rec.partition}"
         if rec.election in self.elections and rec.reason != "create":
             self.elections[rec.election] += 1

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from .partition_history import PartitionHistory
+    from .committed_history import CommittedHistory
 
 
 class _Unknown:
@@ -87,8 +87,8 @@ class QuorumState:
 
 
 class ClusterView(Protocol):
-    # Every committed partition state reported so far.
-    committed_states: PartitionHistory
+    # Every committed partition and broker state reported so far.
+    committed_states: CommittedHistory
 
     def partitions(self) -> dict[str, PartitionState]: ...
 

@@ -68,7 +68,7 @@ class StepRunner:
                 rt.run_for(ms)
             case WaitForStep(wait_for=cond):
                 view = rt.view()
-                # Also a committed state that came and went between two looks (partition_history.py).
+                # Also a committed state that came and went between two looks (committed_history.py).
                 reported = view.committed_states.reported_from_now(cond)
                 if not rt.run_until(lambda: holds(cond, view) or reported(), cond.timeout_ms):
                     raise StepFailed(

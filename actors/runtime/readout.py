@@ -13,7 +13,7 @@ from typing import Any
 from controller_quorum.metadata import MetadataImage
 from kraftlab.scenario.schema import split_partition_ref
 from workloads.cluster_view import UNKNOWN, BrokerState, PartitionState, QuorumState, ReplicaState
-from workloads.partition_history import PartitionHistory
+from workloads.committed_history import CommittedHistory
 
 
 class RoleCluster:
@@ -130,7 +130,7 @@ class RoleClusterView:
 
     def __init__(self, cluster: RoleCluster) -> None:
         self._cluster = cluster
-        self.committed_states = PartitionHistory()
+        self.committed_states = CommittedHistory()
         cluster.sim.trace.sinks.append(self.committed_states)
 
     def image(self) -> MetadataImage | None:

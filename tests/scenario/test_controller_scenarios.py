@@ -69,6 +69,13 @@ def test_a_silent_broker_is_fenced_after_the_session_timeout_and_unfenced_with_t
     assert_ok(summary)
     epochs = {e["fields"]["epoch"] for e in events if e["kind"] in ("broker_fenced", "broker_unfenced") and e["fields"].get("broker") == 2}
     assert len(epochs) == 1  # §6.5.1: fencing alone does not end a broker epoch
+    # Every voter reports each committed registration change of broker 2 (what a wait_for on a
+    # broker also reads, workloads/committed_history.py): once fenced, then unfenced.
+    reports = [e for e in events if e["kind"] == "broker_state" and e["fields"]["broker"] == 2]
+    by_offset = {e["fields"]["offset"]: e["fields"]["fenced"] for e in reports}
+    assert list(by_offset.values())[-2:] == [True, False]
+    fenced_at = [offset for offset, fenced in by_offset.items() if fenced][-1]
+    assert {e["node"] for e in reports if e["fields"]["offset"] == fenced_at} == {"c1", "c2", "c3"}
 
 
 def test_a_restarted_broker_gets_a_new_epoch_only_after_the_old_one_was_fenced(tmp_path):

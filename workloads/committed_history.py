@@ -1,0 +1,86 @@
+"""Every committed partition and broker state, in the order the controller voters reported them.
+
+A `wait_for` on a partition or a broker waits for a state of the controller's committed metadata
+(contract.md, "Conditions"). The simulator's runner looks at the cluster after every event; on Ray
+it looks at copies polled every few tens of milliseconds, and a committed state that lasts less
+than a poll would go unseen:
+- KIP-966's step 7, a leader elected from the ELR with ISR [2], lasts only until the old leader has
+  caught up and rejoins the ISR;
+- a broker that came back with a new incarnation is fenced when its old session expires and, its
+  registration retried at once, unfenced again a few tens of milliseconds later
+  (replication-correctness.md §6.5.1).
+Each voter reports every partition record it commits as a `partition_state` event and every broker
+registration record as a `broker_state` event (controller.py, `_report_committed`), and both
+drivers hand every event to their sinks, polls or not: so a wait also holds once a state reported
+since it began matches.
+
+Only the keys a metadata record carries can be judged this way: `hwm` is the leader's and `alive`
+the process's, not the controller's, and are read from the cluster as it is now.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kraftlab.scenario.schema import Condition
+
+from .cluster_view import UNKNOWN, PartitionState
+from .conditions import matches
+
+EventRecord = tuple[float, str, str, dict[str, Any]]
+
+PARTITION_RECORD_KEYS = frozenset(
+    {"leader", "leader_epoch", "partition_epoch", "replicas", "isr", "elr", "last_known_elr", "offline", "under_min_isr"}
+)
+BROKER_RECORD_KEYS = frozenset({"fenced", "epoch"})
+
+# A subject: ("partition", "t-0") or ("broker", 2).
+Subject = tuple[str, Any]
+
+
+class CommittedHistory:
+    """An event sink. Invariant: `states` holds each committed state once, in arrival order, as
+    (subject, attributes). Every voter reports each one; a partition epoch names one committed
+    partition state and a metadata offset one broker record, so a report no newer than the
+    subject's newest adds nothing."""
+
+    def __init__(self) -> None:
+        self.states: list[tuple[Subject, dict[str, Any]]] = []
+        self._newest: dict[Subject, int] = {}
+
+    def __call__(self, record: EventRecord) -> None:
+        _at_ms, _node, kind, f = record
+        if kind == "partition_state":
+            self._keep(("partition", f["partition"]), f["partition_epoch"], vars(PartitionState.committed(f, hwm=UNKNOWN)))
+        elif kind == "broker_state":
+            self._keep(("broker", f["broker"]), f["offset"], {"fenced": f["fenced"], "epoch": f["epoch"]})
+
+    def _keep(self, subject: Subject, version: int, attributes: dict[str, Any]) -> None:
+        if version <= self._newest.get(subject, -1):
+            return
+        self._newest[subject] = version
+        self.states.append((subject, attributes))
+
+    def reported_from_now(self, cond: Condition) -> Callable[[], bool]:
+        """A check that turns (and stays) true once a state reported after this call satisfies
+        every key of `cond`; always false for a condition these states cannot judge."""
+        checks = cond.checks()
+        if cond.partition is not None and checks.keys() <= PARTITION_RECORD_KEYS:
+            subject: Subject = ("partition", cond.partition)
+        elif cond.broker is not None and checks.keys() <= BROKER_RECORD_KEYS:
+            subject = ("broker", cond.broker)
+        else:
+            return lambda: False
+        position = len(self.states)
+        seen = False
+
+        def check() -> bool:
+            nonlocal position, seen
+            while not seen and position < len(self.states):
+                reported, attributes = self.states[position]
+                position += 1
+                seen = reported == subject and all(matches(want, attributes[key], key) for key, want in checks.items())
+            return seen
+
+        return check
