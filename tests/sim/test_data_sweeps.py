@@ -9,16 +9,10 @@ what follows from it. Each switch turned off is caught by some seed; the tests p
 seeds it took.
 """
 
-import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
-
 import pytest
 
 from .data_world import PROFILE, SLOW_LINKS, SWITCHES, run_seed
-
-# The seeds are independent: two worker processes (this machine's cores) halve the wall time.
-# `spawn`, not fork: the test process may hold Ray's threads from the Ray tier.
-WORKERS = 2
+from .seed_pool import in_seed_order
 
 SEEDS = 300
 # What an unclean recovery beyond the tolerance implies (and only on that partition).
@@ -48,14 +42,7 @@ def seed_outcome(seed: int, world: dict, protocol: dict) -> dict:
 
 
 def outcomes(seeds, world: dict, protocol: dict):
-    """Each seed's outcome, in seed order, computed WORKERS at a time; stopping early (a `break`
-    in the caller) cancels the seeds not started."""
-    ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(WORKERS, mp_context=ctx) as pool:
-        try:
-            yield from pool.map(seed_outcome, seeds, [world] * len(seeds), [protocol] * len(seeds), chunksize=1)
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+    return in_seed_order(seed_outcome, seeds, world, protocol)
 
 
 @pytest.mark.slow
