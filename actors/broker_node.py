@@ -40,7 +40,9 @@ from controller_quorum.requests import (
     GetReplicaLogInfoRequest,
 )
 
-REGISTRATION_RETRY_MS = 500
+REGISTRATION_RETRY_MS = 500  # after a refusal (the old session is not fenced yet)
+# An unanswered registration is sent again after this (controller.quorum.request.timeout.ms, 2 s).
+REGISTRATION_TIMEOUT_MS = 2_000
 NOT_CONTROLLER_BACKOFF_MS = 100
 
 
@@ -80,7 +82,12 @@ class BrokerNode:
         self.want_shutdown = False
         self.controller: str | None = None
         self.next_request_ms: float | None = None
-        self.request_in_flight = False
+        # A registration awaiting its answer since then; None: none. At most one is in flight, as
+        # in Kafka's BrokerLifecycleManager: every registration the controller accepts makes a new
+        # broker epoch, so a second one sent before the first is answered would make the first's
+        # epoch stale at once - and, whenever answers take longer than the resend interval, each
+        # new one the previous one's (a loop of re-registrations seen on a loaded Ray).
+        self.registration_sent_ms: float | None = None
         self.data_plane = ReplicaManager(self)
         self.serving = False  # the data plane follows the metadata (see the module docstring)
         c = settings.config
@@ -143,8 +150,12 @@ class BrokerNode:
             self.next_request_ms = now_ms + REGISTRATION_RETRY_MS
             return
         if self.epoch is None:
+            if self.registration_sent_ms is not None and now_ms < self.registration_sent_ms + REGISTRATION_TIMEOUT_MS:
+                self.next_request_ms = self.registration_sent_ms + REGISTRATION_TIMEOUT_MS
+                return
             req = BrokerRegistrationRequest(self.broker_id, self.settings.rack_of(self.broker_id), self.previous_epoch)
-            self.next_request_ms = now_ms + REGISTRATION_RETRY_MS
+            self.registration_sent_ms = now_ms
+            self.next_request_ms = now_ms + REGISTRATION_TIMEOUT_MS
         else:
             req = BrokerHeartbeatRequest(self.broker_id, self.epoch, self.raft.applied, self.want_shutdown)
             self.next_request_ms = now_ms + self.settings.config.broker_heartbeat_interval_ms
@@ -186,11 +197,17 @@ class BrokerNode:
         return self._finish(now_ms, out)
 
     def _on_registration_response(self, src: str, resp: BrokerRegistrationResponse, now_ms: float, out: Output) -> None:
+        if self.epoch is not None:
+            return  # registered already: a late answer to an earlier attempt
+        self.registration_sent_ms = None
         if resp.error == NOT_CONTROLLER:
-            self.controller = resp.controller
+            self.controller = resp.controller  # asked again as a heartbeat would be (below)
+            self.next_request_ms = now_ms if resp.controller not in (None, src) else now_ms + NOT_CONTROLLER_BACKOFF_MS
             return
-        if resp.error is not None or self.epoch is not None:
-            return  # DUPLICATE_BROKER_REGISTRATION: the old session is not fenced yet; retry later
+        if resp.error is not None:
+            # DUPLICATE_BROKER_REGISTRATION: the old session is not fenced yet; retry later.
+            self.next_request_ms = now_ms + REGISTRATION_RETRY_MS
+            return
         self.epoch = resp.broker_epoch
         self.controller = src
         out.emit("broker_registered", epoch=self.epoch, clean=self.previous_epoch is not None)
