@@ -9,12 +9,15 @@ what follows from it. Each switch turned off is caught by some seed; the tests p
 seeds it took.
 """
 
+import os
+
 import pytest
 
 from .data_world import PROFILE, SLOW_LINKS, SWITCHES, run_seed
 from .seed_pool import in_seed_order
 
-SEEDS = 300
+# 200 in CI (the suite's 20-minute budget); KRAFTLAB_SWEEP_SEEDS=300 gives the README's figures.
+SEEDS = int(os.environ.get("KRAFTLAB_SWEEP_SEEDS", "200"))
 # What an unclean recovery beyond the tolerance implies (and only on that partition).
 BEYOND_TOLERANCE_ALLOWED = {"LeaderCompleteness", "TrueHWMMonotonic", "ConsistentRead", "LogMatching", "NoCommittedRecordLostGlobally"}
 
@@ -46,7 +49,7 @@ def outcomes(seeds, world: dict, protocol: dict):
 
 
 @pytest.mark.slow
-def test_300_seeds_with_every_switch_on_keep_every_invariant_and_recover():
+def test_many_seeds_with_every_switch_on_keep_every_invariant_and_recover():
     worst, beyond_seeds, acked = 0.0, 0, 0
     for out in outcomes(range(SEEDS), {}, {}):
         seed, took = out["seed"], out["took"]
