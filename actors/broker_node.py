@@ -40,10 +40,7 @@ from controller_quorum.requests import (
     GetReplicaLogInfoRequest,
 )
 
-REGISTRATION_RETRY_MS = 500  # after a refusal (the old session is not fenced yet)
-# An unanswered registration is sent again after this: twice the retry interval, and well above
-# the answer times seen on a loaded Ray (about 400 ms, the registration record's commit included).
-REGISTRATION_TIMEOUT_MS = 1_000
+REGISTRATION_RETRY_MS = 500
 NOT_CONTROLLER_BACKOFF_MS = 100
 
 
@@ -83,12 +80,7 @@ class BrokerNode:
         self.want_shutdown = False
         self.controller: str | None = None
         self.next_request_ms: float | None = None
-        # A registration awaiting its answer since then; None: none. At most one is in flight, as
-        # in Kafka's BrokerLifecycleManager: every registration the controller accepts makes a new
-        # broker epoch, so a second one sent before the first is answered would make the first's
-        # epoch stale at once - and, whenever answers take longer than the resend interval, each
-        # new one the previous one's (a loop of re-registrations seen on a loaded Ray).
-        self.registration_sent_ms: float | None = None
+        self.request_in_flight = False
         self.data_plane = ReplicaManager(self)
         self.serving = False  # the data plane follows the metadata (see the module docstring)
         c = settings.config
@@ -151,12 +143,8 @@ class BrokerNode:
             self.next_request_ms = now_ms + REGISTRATION_RETRY_MS
             return
         if self.epoch is None:
-            if self.registration_sent_ms is not None and now_ms < self.registration_sent_ms + REGISTRATION_TIMEOUT_MS:
-                self.next_request_ms = self.registration_sent_ms + REGISTRATION_TIMEOUT_MS
-                return
             req = BrokerRegistrationRequest(self.broker_id, self.settings.rack_of(self.broker_id), self.previous_epoch)
-            self.registration_sent_ms = now_ms
-            self.next_request_ms = now_ms + REGISTRATION_TIMEOUT_MS
+            self.next_request_ms = now_ms + REGISTRATION_RETRY_MS
         else:
             req = BrokerHeartbeatRequest(self.broker_id, self.epoch, self.raft.applied, self.want_shutdown)
             self.next_request_ms = now_ms + self.settings.config.broker_heartbeat_interval_ms
@@ -198,17 +186,11 @@ class BrokerNode:
         return self._finish(now_ms, out)
 
     def _on_registration_response(self, src: str, resp: BrokerRegistrationResponse, now_ms: float, out: Output) -> None:
-        if self.epoch is not None:
-            return  # registered already: a late answer to an earlier attempt
-        self.registration_sent_ms = None
         if resp.error == NOT_CONTROLLER:
-            self.controller = resp.controller  # asked again as a heartbeat would be (below)
-            self.next_request_ms = now_ms if resp.controller not in (None, src) else now_ms + NOT_CONTROLLER_BACKOFF_MS
+            self.controller = resp.controller
             return
-        if resp.error is not None:
-            # DUPLICATE_BROKER_REGISTRATION: the old session is not fenced yet; retry later.
-            self.next_request_ms = now_ms + REGISTRATION_RETRY_MS
-            return
+        if resp.error is not None or self.epoch is not None:
+            return  # DUPLICATE_BROKER_REGISTRATION: the old session is not fenced yet; retry later
         self.epoch = resp.broker_epoch
         self.controller = src
         out.emit("broker_registered", epoch=self.epoch, clean=self.previous_epoch is not None)
