@@ -23,17 +23,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kraftlab.scenario.schema import Condition
+from kraftlab.scenario.schema import BROKER_ATTRS, PARTITION_ATTRS, Condition
 
 from .cluster_view import UNKNOWN, PartitionState
 from .conditions import matches
 
 EventRecord = tuple[float, str, str, dict[str, Any]]
 
-PARTITION_RECORD_KEYS = frozenset(
-    {"leader", "leader_epoch", "partition_epoch", "replicas", "isr", "elr", "last_known_elr", "offline", "under_min_isr"}
-)
-BROKER_RECORD_KEYS = frozenset({"fenced", "epoch"})
+# The subjects' attributes (contract.md, "Conditions") less those no metadata record holds.
+PARTITION_RECORD_KEYS = frozenset(PARTITION_ATTRS) - {"hwm"}
+BROKER_RECORD_KEYS = frozenset(BROKER_ATTRS) - {"alive"}
 
 # A subject: ("partition", "t-0") or ("broker", 2).
 Subject = tuple[str, Any]
