@@ -39,6 +39,14 @@ from controller_quorum.requests import (
     BrokerRegistrationResponse,
     GetReplicaLogInfoRequest,
 )
+from observability.events import (
+    BrokerEpochStale,
+    BrokerRegistered,
+    BrokerSession,
+    BrokerStarting,
+    ControlledShutdownRequested,
+    DataPlaneServing,
+)
 
 REGISTRATION_RETRY_MS = 500
 NOT_CONTROLLER_BACKOFF_MS = 100
@@ -111,7 +119,7 @@ class BrokerNode:
         self.raft.start(now_ms, out)
         self.data_plane.recover(dict(ctx.files), now_ms, out)
         self.next_request_ms = now_ms
-        out.emit("broker_starting", previous_epoch=self.previous_epoch, clean=self.previous_epoch is not None)
+        out.emit(BrokerStarting(self.previous_epoch, self.previous_epoch is not None))
         return self._finish(now_ms, out)
 
     def _finish(self, now_ms: float, out: Output) -> Output:
@@ -127,7 +135,7 @@ class BrokerNode:
                 return
             self.serving = True
             md.changed = dict.fromkeys(sorted(md.image.partitions))
-            out.emit("data_plane_serving", epoch=self.epoch, metadata_offset=md.image.offset)
+            out.emit(DataPlaneServing(self.epoch, md.image.offset))
         if md.changed:
             changed, md.changed = md.changed, {}
             for key in changed:
@@ -181,7 +189,7 @@ class BrokerNode:
                 self._stop(b"", out)
                 return out
             self.want_shutdown = True
-            out.emit("controlled_shutdown_requested", epoch=self.epoch)
+            out.emit(ControlledShutdownRequested(self.epoch))
             self._send_control_request(now_ms, out)
         return self._finish(now_ms, out)
 
@@ -193,7 +201,7 @@ class BrokerNode:
             return  # DUPLICATE_BROKER_REGISTRATION: the old session is not fenced yet; retry later
         self.epoch = resp.broker_epoch
         self.controller = src
-        out.emit("broker_registered", epoch=self.epoch, clean=self.previous_epoch is not None)
+        out.emit(BrokerRegistered(self.epoch, self.previous_epoch is not None))
         self.next_request_ms = now_ms  # first heartbeat at once
 
     def _on_heartbeat_response(self, src: str, resp: BrokerHeartbeatResponse, now_ms: float, out: Output) -> bool:
@@ -204,7 +212,7 @@ class BrokerNode:
             self.next_request_ms = now_ms if resp.controller not in (None, src) else now_ms + NOT_CONTROLLER_BACKOFF_MS
             return False
         if resp.error == STALE_BROKER_EPOCH:
-            out.emit("broker_epoch_stale", epoch=self.epoch)
+            out.emit(BrokerEpochStale(self.epoch))
             self.epoch = None  # re-register
             self.next_request_ms = now_ms
             return False
@@ -213,7 +221,7 @@ class BrokerNode:
         self.controller = src
         if resp.is_fenced != self.fenced:
             self.fenced = resp.is_fenced
-            out.emit("broker_fenced" if resp.is_fenced else "broker_unfenced", epoch=self.epoch)
+            out.emit(BrokerSession(self.epoch, resp.is_fenced))
         if self.want_shutdown and resp.should_shut_down:
             self._stop(str(self.epoch).encode(), out)
             return True

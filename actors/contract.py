@@ -109,14 +109,6 @@ class ShutdownRequested:
     """An operator asked for a controlled shutdown (scenario step `shutdown`)."""
 
 
-class Event(NamedTuple):
-    """Something worth recording in the history: `kind` names it, `fields` holds plain values
-    (ints, strings, lists, dicts) so that events serialize to msgpack and hash deterministically."""
-
-    kind: str
-    fields: dict[str, Any]
-
-
 class Output:
     """What a role wants done after one input. Fields are lists the role appends to.
 
@@ -130,7 +122,7 @@ class Output:
         self,
         sends: list[Envelope] | None = None,
         storage: list[StorageOp] | None = None,
-        events: list[Event] | None = None,
+        events: list[Any] | None = None,
         next_deadline_ms: float | None = None,
     ) -> None:
         self.sends = sends if sends is not None else []
@@ -144,8 +136,9 @@ class Output:
     def write(self, op: StorageOp) -> None:
         self.storage.append(op)
 
-    def emit(self, kind: str, **fields: Any) -> None:
-        self.events.append(Event(kind, fields))
+    def emit(self, event: Any) -> None:
+        """Record an event of the history (one of `observability.events`' kinds)."""
+        self.events.append(event)
 
     def __repr__(self) -> str:
         return (

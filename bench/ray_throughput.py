@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from actors.clients.latency import LatencyHistogram  # noqa: E402
+from observability.latency import LatencyHistogram  # noqa: E402
 from actors.runtime.ray import adapter  # noqa: E402
 from actors.runtime.ray.cluster import RayCluster  # noqa: E402
 from kraftlab.scenario.schema import Scenario  # noqa: E402

@@ -21,6 +21,21 @@ from typing import Any
 
 from actors.contract import Envelope, Output
 from actors.settings import ClusterSettings
+from observability.events import (
+    AlterPartitionRejected,
+    BrokerChange,
+    BrokerFenced,
+    BrokerUnfenced,
+    ControllerActive,
+    Election,
+    PartitionChange,
+    ReassignmentCompleted,
+    ReassignmentStarted,
+    RegistrationAccepted,
+    TopicCreated,
+    UncleanRecoveryElected,
+    UncleanRecoveryStarted,
+)
 
 from .messages import LogEntry
 from .metadata import (
@@ -91,23 +106,34 @@ class Controller:
                 out.send(env)
 
     def _report_committed(self, offset: int, rec: object, out: Output) -> None:
-        """Report a committed partition or broker state (workloads/committed_history.py). Every
-        voter reports each one; the availability figures keep the first report of each partition
-        epoch (the earliest moment the cluster knew it)."""
+        """Report a committed partition or broker state (the history's `partition_change`,
+        `election`, `broker_change`). Every voter reports each one; readers keep the first report
+        of each metadata offset (the earliest moment the cluster knew it)."""
         if isinstance(rec, PartitionRecord):
-            self._report_partition_committed(rec, out)
+            self._report_partition_committed(offset, rec, out)
+        elif isinstance(rec, ConfigRecord) and rec.key == "min.insync.replicas":
+            # A partition's MinISR (and so whether it is under it) changes with the config, not
+            # only with its own records: report the partitions it applies to again.
+            for part in self.committed.partitions.values():
+                if rec.resource == "cluster" or part.topic == rec.name:
+                    self._report_partition_state(offset, part, out)
         elif isinstance(rec, RegisterBrokerRecord | BrokerRegistrationChangeRecord):
             b = self.committed.brokers[rec.broker_id]
-            out.emit("broker_state", broker=b.broker_id, epoch=b.epoch, fenced=b.fenced, offset=offset)
+            out.emit(BrokerChange(b.broker_id, b.epoch, b.fenced, offset))
 
-    def _report_partition_committed(self, rec: PartitionRecord, out: Output) -> None:
+    def _report_partition_committed(self, offset: int, rec: PartitionRecord, out: Output) -> None:
         """Count the election it records, if any, and report the committed state."""
-        name = f"{rec.topic}-{rec.partition}"
         if rec.election in self.elections and rec.reason != "create":
             self.elections[rec.election] += 1
-            out.emit("partition_election", partition=name, how=rec.election, leader=rec.leader, leader_epoch=rec.leader_epoch)
+            out.emit(Election(rec.topic, rec.partition, rec.leader, rec.leader_epoch, rec.election, offset))
+        self._report_partition_state(offset, rec, out)
+
+    def _report_partition_state(self, offset: int, rec: PartitionRecord, out: Output) -> None:
         min_isr = topic_min_isr(self.committed, self.settings.config, rec.topic, len(rec.replicas))
-        out.emit("partition_state", partition=name, **rec.state_fields(), under_min_isr=len(rec.isr) < min_isr)
+        out.emit(PartitionChange(
+            rec.topic, rec.partition, rec.leader, rec.leader_epoch, rec.partition_epoch, tuple(rec.replicas), tuple(rec.isr),
+            tuple(rec.elr), tuple(rec.last_known_elr), offset, len(rec.isr) < min_isr, min_isr, rec.leader_recovery_state, rec.reason,
+        ))
 
     def on_become_leader(self, epoch: int, now_ms: float, out: Output) -> None:
         working = self.committed.copy()
@@ -117,7 +143,7 @@ class Controller:
         # A new active controller gives every broker a full session before fencing it.
         self.last_contact_ms = {b: now_ms for b in working.brokers}
         self.recovery.reset()
-        out.emit("controller_active", epoch=epoch)
+        out.emit(ControllerActive(epoch))
 
     def on_lose_leadership(self, now_ms: float, out: Output) -> None:
         self.working = None
@@ -212,7 +238,7 @@ class Controller:
         epoch = self._next_offset()
         self._propose([RegisterBrokerRecord(req.broker_id, epoch, req.rack, fenced=True)], now_ms, out)
         clean = old is not None and req.previous_broker_epoch == old.epoch
-        out.emit("broker_registered", broker=req.broker_id, epoch=epoch, clean=clean)
+        out.emit(RegistrationAccepted(req.broker_id, epoch, clean))
         if old is not None and not clean:
             # KIP-966: a broker back from an unclean shutdown leaves every ELR (its log may have
             # lost committed records) and is remembered in the LastKnownELR.
@@ -243,7 +269,7 @@ class Controller:
                 self._propose([BrokerRegistrationChangeRecord(b.broker_id, b.epoch, fenced=True)], now_ms, out)
         elif b.fenced and req.metadata_offset >= b.epoch:
             self._propose([BrokerRegistrationChangeRecord(b.broker_id, b.epoch, fenced=False)], now_ms, out)
-            out.emit("broker_unfenced", broker=b.broker_id, epoch=b.epoch)
+            out.emit(BrokerUnfenced(b.broker_id, b.epoch))
             self._elect_offline_with(b.broker_id, now_ms, out)
         after = self._next_offset()
         fenced = self.working.brokers[b.broker_id].fenced
@@ -254,7 +280,7 @@ class Controller:
         echo = {"request_leader_epoch": req.leader_epoch, "request_partition_epoch": req.partition_epoch}
 
         def fail(error: str) -> None:
-            out.emit("alter_partition_rejected", partition=f"{req.topic}-{req.partition}", error=error, broker=req.broker_id)
+            out.emit(AlterPartitionRejected(req.topic, req.partition, error, req.broker_id))
             out.send(self._reply(env, AlterPartitionResponse(error, req.topic, req.partition, controller=self.raft.leader, **echo)))
 
         if not self.active:
@@ -320,7 +346,7 @@ class Controller:
                 candidates = plan_recovery(part, w.brokers, strategy)
                 if candidates:
                     rec.inquiries[key] = Inquiry(part.partition_epoch, candidates, now_ms)
-                    out.emit("unclean_recovery_started", partition=f"{key[0]}-{key[1]}", strategy=strategy, candidates=list(candidates))
+                    out.emit(UncleanRecoveryStarted(key[0], key[1], strategy, tuple(candidates)))
         for key, broker, request_id in rec.to_ask(now_ms, w.brokers):
             out.send(Envelope(self.local, f"b{broker}", GetReplicaLogInfoRequest(request_id, key[0], key[1])))
         for key, inq in list(rec.inquiries.items()):
@@ -331,10 +357,11 @@ class Controller:
             del rec.inquiries[key]
             new = recovered_partition(part, leader, strategy)
             self._propose([new], now_ms, out)
-            out.emit(
-                "unclean_recovery_elected", partition=f"{key[0]}-{key[1]}", strategy=strategy, leader=leader,
-                logs={str(b): [a.last_epoch, a.log_end_offset] for b, a in sorted(inq.answers.items())},
-            )
+            answers = sorted(inq.answers.items())
+            out.emit(UncleanRecoveryElected(
+                key[0], key[1], strategy, leader, tuple(b for b, _ in answers), tuple(a.last_epoch for _, a in answers),
+                tuple(a.log_end_offset for _, a in answers),
+            ))
 
     def _on_replica_log_info(self, resp: GetReplicaLogInfoResponse, now_ms: float, out: Output) -> None:
         inq = self.recovery.inquiries.get((resp.topic, resp.partition))
@@ -364,7 +391,7 @@ class Controller:
         timeout = self.settings.config.broker_session_timeout_ms
         for b in sorted(self.working.brokers.values(), key=lambda r: r.broker_id):
             if not b.fenced and now_ms >= self.last_contact_ms.get(b.broker_id, 0.0) + timeout:
-                out.emit("broker_fenced", broker=b.broker_id, epoch=b.epoch, reason="session_timeout")
+                out.emit(BrokerFenced(b.broker_id, b.epoch, "session_timeout"))
                 self._propose([BrokerRegistrationChangeRecord(b.broker_id, b.epoch, fenced=True)], now_ms, out)
                 self._remove_broker_everywhere(b.broker_id, "broker_fenced", now_ms, out)
         for part in list(self.working.partitions.values()):
@@ -404,7 +431,7 @@ class Controller:
             leader = next((b for b in reps if w.is_active(b)), None)
             records.append(PartitionRecord(name, p, tuple(reps), isr, (), (), leader, 0, 0, RECOVERED, "create", "clean"))
         self._propose(records, now_ms, out)
-        out.emit("topic_created", topic=name, assignment=[list(r) for r in replicas])
+        out.emit(TopicCreated(name, tuple(tuple(r) for r in replicas)))
         return None
 
     def elect_leaders(self, topic: str, partition: int, election: str, now_ms: float, out: Output) -> str | None:
@@ -431,7 +458,7 @@ class Controller:
         if grown is None:
             return None
         self._propose([grown], now_ms, out)
-        out.emit("reassignment_started", partition=f"{topic}-{partition}", target=list(target), adding=list(grown.adding_replicas), removing=list(grown.removing_replicas))
+        out.emit(ReassignmentStarted(topic, partition, tuple(target), tuple(grown.adding_replicas), tuple(grown.removing_replicas)))
         self._maybe_complete_reassignment(grown, now_ms, out)
         return None
 
@@ -442,7 +469,7 @@ class Controller:
         done = maybe_complete_reassignment(part, self.working.brokers, target_min_isr)
         if done is not None:
             self._propose([done], now_ms, out)
-            out.emit("reassignment_completed", partition=f"{part.topic}-{part.partition}", replicas=list(done.replicas), isr=list(done.isr), leader=done.leader)
+            out.emit(ReassignmentCompleted(part.topic, part.partition, tuple(done.replicas), tuple(done.isr), done.leader))
 
     def alter_config(self, topic: str | None, config: dict[str, Any], now_ms: float, out: Output) -> str | None:
         if not self.active:

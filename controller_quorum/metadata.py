@@ -68,7 +68,7 @@ class PartitionRecord:
 
     def state_fields(self) -> dict[str, Any]:
         """The state conditions and reports name (leader, epochs, replica sets), as plain values:
-        what a voter's `partition_state` event carries (workloads/cluster_view.PartitionState)."""
+        as the cluster view holds them (observability/states.PartitionState)."""
         return {
             "leader": self.leader,
             "leader_epoch": self.leader_epoch,

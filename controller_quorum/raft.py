@@ -24,6 +24,16 @@ from typing import Any, Protocol
 
 from actors.contract import Envelope, Flush, FlushCompleted, Output, RandomSource
 
+from observability.events import (
+    RaftHighWatermark,
+    RaftLeaderElected,
+    RaftRecovered,
+    RaftResign,
+    RaftStateChange,
+    RaftTruncate,
+    RaftVote,
+)
+
 from .messages import (
     FENCED_LEADER_EPOCH,
     NOT_LEADER,
@@ -91,6 +101,8 @@ class RaftNode:
         self.config = config
         self.listener = listener
         self.log = RaftLog.recover(files, out)
+        stored = decode_quorum_state(files)
+        out.emit(RaftRecovered(tuple(e.epoch for e in self.log.entries), tuple(self.log.crcs), 0 if stored is None else stored.epoch))
         self.quorum = QuorumState(
             local,
             voters,
@@ -99,7 +111,7 @@ class RaftNode:
             timing=Timing(config.election_timeout_ms, config.fetch_timeout_ms, config.election_backoff_max_ms),
             rng=rng,
         )
-        self.quorum.initialize(decode_quorum_state(files), self.log.last_epoch, now_ms)
+        self.quorum.initialize(stored, self.log.last_epoch, now_ms)
         # The high watermark this node knows (exclusive); None until learned. Applied entries are
         # exactly those below `applied`, which never exceeds the high watermark.
         self.high_watermark: int | None = None
@@ -284,7 +296,7 @@ class RaftNode:
             q.record_vote(req.candidate, out)
             if q.state is RaftState.UNATTACHED:
                 q.election_deadline_ms = now_ms + q.random_election_timeout_ms()
-        out.emit("raft_vote", candidate=req.candidate, epoch=req.epoch, pre_vote=req.pre_vote, granted=granted)
+        out.emit(RaftVote(req.candidate, req.epoch, req.pre_vote, granted))
         self._send(out, src, VoteResponse(q.epoch, q.leader, granted, req.pre_vote), durable=q.persist_pending)
 
     def _on_vote_response(self, src: str, resp: VoteResponse, now_ms: float, out: Output) -> None:
@@ -339,7 +351,7 @@ class RaftNode:
         # follower-time value may be stale, section 6.4 of replication-correctness.md for Raft too).
         self.high_watermark = None
         self._drain_transitions(out)
-        out.emit("raft_leader_elected", epoch=q.epoch, epoch_start_offset=self.epoch_start_offset)
+        out.emit(RaftLeaderElected(q.epoch, self.epoch_start_offset))
         # The high watermark only moves once an entry of this epoch is committed: write one now.
         self.pending.insert(0, LeaderChange(self.local, q.epoch, self.voters))
         self._append_pending(now_ms, out)
@@ -361,7 +373,7 @@ class RaftNode:
         self.listener.on_lose_leadership(now_ms, out)
 
     def _resign(self, now_ms: float, out: Output, reason: str) -> None:
-        out.emit("raft_resign", epoch=self.quorum.epoch, reason=reason)
+        out.emit(RaftResign(self.quorum.epoch, reason))
         self._stop_leading(now_ms, out)
         self.quorum.become_resigned(now_ms)
 
@@ -406,7 +418,7 @@ class RaftNode:
         majority_end = ends[self.quorum.majority - 1]
         if majority_end > self.epoch_start_offset and (self.high_watermark is None or majority_end > self.high_watermark):
             self.high_watermark = majority_end
-            out.emit("raft_hwm", epoch=self.quorum.epoch, hwm=majority_end)
+            out.emit(RaftHighWatermark(self.quorum.epoch, majority_end))
             self._apply_committed(now_ms, out)
             self._complete_parked(now_ms, out)
 
@@ -524,11 +536,11 @@ class RaftNode:
         if resp.diverging_epoch is not None:
             _, own_end = self.log.end_offset_for_epoch(resp.diverging_epoch)
             target = min(resp.diverging_end_offset, own_end)
-            if self.high_watermark is not None and target < self.high_watermark:
-                out.emit("raft_truncate_below_hwm", to=target, hwm=self.high_watermark)
+            below_hwm = self.high_watermark is not None and target < self.high_watermark
+            out.emit(RaftTruncate(target, self.log.end_offset, self.high_watermark if below_hwm else None))
+            if below_hwm:
                 self.high_watermark = target
                 self.applied = min(self.applied, target)
-            out.emit("raft_truncate", to=target, end=self.log.end_offset)
             self.log.truncate_to(target, out)
             return
         entries = [e for e in resp.entries if e.offset >= self.log.end_offset]
@@ -538,6 +550,7 @@ class RaftNode:
             hwm = min(resp.high_watermark, self.log.end_offset)
             if self.high_watermark is None or hwm > self.high_watermark:
                 self.high_watermark = hwm
+                out.emit(RaftHighWatermark(self.quorum.epoch, hwm))
                 self._apply_committed(now_ms, out)
 
     def _apply_committed(self, now_ms: float, out: Output) -> None:
@@ -560,7 +573,7 @@ class RaftNode:
         if q.transitions and q.state is not RaftState.FOLLOWER and self.is_voter:
             self.fetch_in_flight_since = None
         for frm, to, epoch in q.transitions:
-            out.emit("raft_state", frm=frm, to=to, epoch=epoch)
+            out.emit(RaftStateChange(frm, to, epoch))
         q.transitions.clear()
         q.persist_pending = False
 

@@ -10,7 +10,10 @@ byte offset where entry i starts, so truncation maps to a file truncation.
 
 from __future__ import annotations
 
+import zlib
+
 from actors.contract import Append, Output, Truncate
+from observability.events import RaftAppended
 from storage.codec import encode_value, frame, pack, read_frames, unpack
 
 from .messages import LogEntry
@@ -22,6 +25,9 @@ class RaftLog:
     def __init__(self) -> None:
         self.entries: list[LogEntry] = []
         self.positions: list[int] = []
+        # The CRC of each entry's frame body (offset, epoch, record): what identifies an entry in
+        # the history (`raft_appended`), so that readers compare entries without their records.
+        self.crcs: list[int] = []
         self.size_bytes = 0
         self.epoch_starts: list[tuple[int, int]] = []
 
@@ -59,6 +65,7 @@ class RaftLog:
         if not entries:
             return
         chunks = []
+        crcs = []
         for entry in entries:
             if entry.offset != len(self.entries):
                 raise AssertionError(f"log gap: appending offset {entry.offset} at end offset {len(self.entries)}")
@@ -66,12 +73,17 @@ class RaftLog:
                 raise AssertionError(f"epoch went back: {entry.epoch} after {self.last_epoch} at offset {entry.offset}")
             if not self.epoch_starts or self.epoch_starts[-1][0] != entry.epoch:
                 self.epoch_starts.append((entry.epoch, entry.offset))
-            data = frame(pack([entry.offset, entry.epoch, encode_value(entry.record)]))
+            body = pack([entry.offset, entry.epoch, encode_value(entry.record)])
+            crc = zlib.crc32(body)
+            data = frame(body)
+            crcs.append(crc)
+            self.crcs.append(crc)
             self.positions.append(self.size_bytes)
             self.size_bytes += len(data)
             self.entries.append(entry)
             chunks.append(data)
         out.write(Append(LOG_FILE, b"".join(chunks)))
+        out.emit(RaftAppended(entries[0].offset, tuple(e.epoch for e in entries), tuple(crcs)))
 
     def truncate_to(self, offset: int, out: Output) -> None:
         """Drop every entry at or after `offset`."""
@@ -80,6 +92,7 @@ class RaftLog:
         self.size_bytes = self.positions[offset]
         del self.entries[offset:]
         del self.positions[offset:]
+        del self.crcs[offset:]
         while self.epoch_starts and self.epoch_starts[-1][1] >= offset:
             self.epoch_starts.pop()
         out.write(Truncate(LOG_FILE, self.size_bytes))
@@ -101,6 +114,7 @@ class RaftLog:
             if not log.epoch_starts or log.epoch_starts[-1][0] != entry.epoch:
                 log.epoch_starts.append((entry.epoch, entry.offset))
             log.entries.append(entry)
+            log.crcs.append(zlib.crc32(body))
             log.positions.append(pos)
             pos += len(frame(body))
         log.size_bytes = pos

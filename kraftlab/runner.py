@@ -5,8 +5,14 @@ renamed into place when complete, so a reader never sees a half-written run:
 
     summary.json    the run summary (contract.md)
     scenario.yaml   the scenario as run, with every default filled in
-    events/         msgpack event streams, one per node (observability/event_log.py)
+    events/         the event history as Parquet files (observability/history.py)
     error.txt       only when the run itself broke (a role's internal assertion, a bug)
+    ray/            on an embedded Ray: Ray's own logs written during the run (kept off the console)
+
+After the steps comes the run's epilogue, which completes the history: the producers settle every
+pending record (`produce_ack` "info" or "fail"), load consumers catch up with what is committed,
+and a final read records each partition's committed log (`final_read`). The summary's `final`
+and `violations` describe the cluster when the steps ended; its counters include the epilogue.
 """
 
 from __future__ import annotations
@@ -27,8 +33,9 @@ import yaml
 
 from kraftlab.scenario.schema import Scenario
 from observability.availability import AvailabilityTracker
-from observability.event_log import EventLog
-from workloads.cluster_view import plain
+from observability.events import StepsDone
+from observability.history import HistoryWriter
+from observability.states import plain
 from workloads.steps import Failure, StepRunner
 
 DEFAULT_RUNS_ROOT = Path("runs")
@@ -95,27 +102,41 @@ def run_scenario(
     work_dir.mkdir(parents=True)
 
     started = time.perf_counter()
-    events = EventLog(work_dir / "events")
+    started_at = time.time()
+    events = HistoryWriter(work_dir / "events")
     availability = AvailabilityTracker()
     failures: list[Failure] = []
     error: str | None = None
     runtime = None
     steps = None
+    at_end = None
     try:
         runtime = _build_runtime(scenario, [events, availability], address)
         steps = StepRunner(runtime, scenario)
         failures = steps.run(on_step)
+        runtime.record(StepsDone(1 if failures else 0))
+        at_end = capture_verdict(runtime)
+        runtime.stop_checking()
+        runtime.clients.finish()
     except Exception as exc:  # a broken internal invariant or a bug: keep the evidence, fail the run
         error = "".join(traceback.format_exception(exc))
         at_step = steps.current if steps is not None else -1
         failures.append(Failure(at_step, "internal_error", f"{type(exc).__name__}: {exc} (see error.txt)"))
     wall_s = time.perf_counter() - started
     try:
-        summary = build_summary(scenario, runtime, failures, wall_s, replay_command(source, scenario, overrides), availability)
+        if runtime is not None:
+            runtime.settle()
+        if at_end is None and runtime is not None:
+            at_end = capture_verdict(runtime)
+        summary = build_summary(scenario, runtime, failures, wall_s, replay_command(source, scenario, overrides), availability, at_end)
     finally:
         events.close()
         if runtime is not None and hasattr(runtime, "close"):
             runtime.close()
+    if scenario.runtime == "ray":  # also when the cluster never came up: Ray's logs tell why
+        from actors.runtime.ray import adapter  # Ray is only loaded when used
+
+        adapter.copy_embedded_logs(work_dir / "ray", started_at)
     (work_dir / "scenario.yaml").write_text(yaml.safe_dump(scenario.model_dump(by_alias=True), sort_keys=False))
     if error is not None:
         (work_dir / "error.txt").write_text(error)
@@ -126,6 +147,15 @@ def run_scenario(
     return RunResult(summary, final_dir)
 
 
+def capture_verdict(runtime: Any) -> dict[str, Any]:
+    """What the summary reports as of the end of the steps: the violations and the final state."""
+    view = runtime.view()
+    return {
+        "violations": runtime.violations(),
+        "final": {"partitions": plain(view.partitions()), "brokers": plain(view.brokers()), "quorum": plain(view.quorum())},
+    }
+
+
 def build_summary(
     scenario: Scenario,
     runtime: Any,
@@ -133,12 +163,13 @@ def build_summary(
     wall_s: float,
     replay: str,
     availability: AvailabilityTracker | None = None,
+    at_end: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    violations = runtime.violations() if runtime is not None else []
+    violations = at_end["violations"] if at_end is not None else []
     violated = {v["invariant"] for v in violations}
     ok = not failures and violated == set(scenario.expect_violations)
     stats: dict[str, Any] = {}
-    final: dict[str, Any] = {"partitions": {}, "brokers": {}, "quorum": {}}
+    final: dict[str, Any] = at_end["final"] if at_end is not None else {"partitions": {}, "brokers": {}, "quorum": {}}
     if runtime is not None:
         view = runtime.view()
         history = view.history()
@@ -167,11 +198,6 @@ def build_summary(
             stats["availability"] = availability.report(runtime.now_ms)
         if "placement" in runtime_stats:
             stats["placement"] = runtime_stats["placement"]
-        final = {
-            "partitions": plain(view.partitions()),
-            "brokers": plain(view.brokers()),
-            "quorum": plain(view.quorum()),
-        }
     return plain(
         {
             "scenario": scenario.name,

@@ -1,6 +1,6 @@
 """How long each partition could not take writes, from the committed metadata's history.
 
-An event sink reading the voters' `partition_state` events (one per committed partition record
+An event sink reading the voters' `partition_change` events (one per committed partition record
 per voter). A partition is
 
 - *offline* while it has no leader (Kafka's OfflinePartitionsCount), and
@@ -8,9 +8,9 @@ per voter). A partition is
   acks=all writes are refused with NOT_ENOUGH_REPLICAS;
 
 *unavailable* (for acks=all writes) while either holds. Each state counts from the first voter's
-report of its partition epoch (lagging voters repeat older epochs later; those are ignored), so
-the figures are as of when the cluster first knew. A dynamic min.insync.replicas change counts
-from the partition's next record.
+report of its metadata record (lagging voters repeat older records later; those are ignored), so
+the figures are as of when the cluster first knew. A min.insync.replicas change counts from its
+own record (the voters report the partitions it applies to again).
 """
 
 from __future__ import annotations
@@ -18,10 +18,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .events import EventRecord
+
 
 @dataclass
 class _PartitionTimeline:
-    partition_epoch: int
+    metadata_offset: int
     since_ms: float
     offline: bool
     under_min_isr: bool
@@ -41,27 +43,27 @@ class _PartitionTimeline:
 
 
 class AvailabilityTracker:
-    """Invariant: `partitions[p]` holds the newest partition epoch reported for `p` and the time
+    """Invariant: `partitions[p]` holds the newest metadata offset reported for `p` and the time
     accumulated in each condition up to `since_ms`."""
 
     def __init__(self) -> None:
         self.partitions: dict[str, _PartitionTimeline] = {}
 
-    def __call__(self, record: tuple[float, str, str, dict[str, Any]]) -> None:
-        at_ms, _node, kind, fields = record
-        if kind != "partition_state":
+    def __call__(self, rec: EventRecord) -> None:
+        ev = rec.event
+        if ev.kind != "partition_change":
             return
-        name = fields["partition"]
-        offline = fields["leader"] is None
-        under = bool(fields["under_min_isr"])
+        name = f"{ev.topic}-{ev.partition}"
+        offline = ev.leader is None
+        under = bool(ev.under_min_isr)
         t = self.partitions.get(name)
         if t is None:
-            self.partitions[name] = _PartitionTimeline(fields["partition_epoch"], at_ms, offline, under)
+            self.partitions[name] = _PartitionTimeline(ev.metadata_offset, rec.time_ms, offline, under)
             return
-        if fields["partition_epoch"] <= t.partition_epoch:
+        if ev.metadata_offset <= t.metadata_offset:
             return
-        t.advance(at_ms)
-        t.partition_epoch, t.offline, t.under_min_isr = fields["partition_epoch"], offline, under
+        t.advance(rec.time_ms)
+        t.metadata_offset, t.offline, t.under_min_isr = ev.metadata_offset, offline, under
 
     def report(self, end_ms: float) -> dict[str, dict[str, float]]:
         """Per partition: ms offline, under min ISR, and unavailable (either), up to `end_ms`."""

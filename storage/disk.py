@@ -64,6 +64,10 @@ class SimFile:
         if self.durable_len == len(self.data):
             self.dirty_since_ms = None
 
+    def unflushed_bytes(self) -> int:
+        """Visible bytes that are not durable (what a crash losing the page cache takes)."""
+        return max(len(self.data) - (self.durable_len if self.durable_snapshot is None else 0), 0)
+
     def revert_to_durable(self) -> None:
         self.data = bytearray(self.durable_content())
         self.durable_len = len(self.data)
@@ -148,16 +152,20 @@ class SimDisk:
             if o == owner and path != CLEAN_SHUTDOWN_MARKER
         }
 
+    def durable_files_of(self, owner: str) -> dict[str, bytes]:
+        """The owner's data directory as an OS crash now would leave it."""
+        return {
+            path: f.durable_content()
+            for (o, path), f in sorted(self._files.items())
+            if o == owner and path != CLEAN_SHUTDOWN_MARKER
+        }
+
     def owners(self) -> set[str]:
         return {owner for owner, _ in self._files}
 
     def dirty_bytes(self, owner: str | None = None) -> int:
         """How many visible bytes are not yet durable (for metrics and tests)."""
-        total = 0
-        for (o, _), f in self._files.items():
-            if (owner is None or o == owner) and f.dirty:
-                total += max(len(f.data) - (f.durable_len if f.durable_snapshot is None else 0), 0)
-        return total
+        return sum(f.unflushed_bytes() for (o, _), f in self._files.items() if (owner is None or o == owner) and f.dirty)
 
     # --- flushing ---------------------------------------------------------------------------
 
@@ -208,13 +216,18 @@ class SimDisk:
         f = self._files.pop((owner, CLEAN_SHUTDOWN_MARKER), None)
         return None if f is None else f.durable_content()
 
-    def crash(self, kind: CrashKind, owner: str | None = None) -> None:
-        """Apply a crash's effect on storage. `owner` names the process for a process crash."""
+    def crash(self, kind: CrashKind, owner: str | None = None) -> dict[str, int]:
+        """Apply a crash's effect on storage. `owner` names the process for a process crash.
+        Returns, per owner who lost something, how many visible bytes the crash took."""
+        lost: dict[str, int] = {}
         if kind is CrashKind.DISK:
+            for (o, _), f in self._files.items():
+                lost[o] = lost.get(o, 0) + len(f.data)
             self._files.clear()
         elif kind is CrashKind.OS:
-            for f in self._files.values():
+            for (o, _), f in self._files.items():
                 if f.dirty:
+                    lost[o] = lost.get(o, 0) + f.unflushed_bytes()
                     f.revert_to_durable()
         elif kind is CrashKind.PROCESS:
             if owner is None:
@@ -222,4 +235,6 @@ class SimDisk:
             if not self.mode.unflushed_survives_process_crash:
                 for (o, _), f in self._files.items():
                     if o == owner and f.dirty:
+                        lost[o] = lost.get(o, 0) + f.unflushed_bytes()
                         f.revert_to_durable()
+        return {o: n for o, n in lost.items() if n}

@@ -9,8 +9,8 @@ than a poll would go unseen:
 - a broker that came back with a new incarnation is fenced when its old session expires and, its
   registration retried at once, unfenced again a few tens of milliseconds later
   (replication-correctness.md §6.5.1).
-Each voter reports every partition record it commits as a `partition_state` event and every broker
-registration record as a `broker_state` event (controller.py, `_report_committed`), and both
+Each voter reports every partition record it commits as a `partition_change` event and every broker
+registration record as a `broker_change` event (controller.py, `_report_committed`), and both
 drivers hand every event to their sinks, polls or not: so a wait also holds once a state reported
 since it began matches.
 
@@ -24,11 +24,11 @@ from collections.abc import Callable
 from typing import Any
 
 from kraftlab.scenario.schema import BROKER_ATTRS, PARTITION_ATTRS, Condition
+from observability.events import EventRecord
+from observability.states import UNKNOWN, PartitionState
 
-from .cluster_view import UNKNOWN, PartitionState
 from .conditions import matches
 
-EventRecord = tuple[float, str, str, dict[str, Any]]
 
 # The subjects' attributes (contract.md, "Conditions") less those no metadata record holds.
 PARTITION_RECORD_KEYS = frozenset(PARTITION_ATTRS) - {"hwm"}
@@ -40,20 +40,20 @@ Subject = tuple[str, Any]
 
 class CommittedHistory:
     """An event sink. Invariant: `states` holds each committed state once, in arrival order, as
-    (subject, attributes). Every voter reports each one; a partition epoch names one committed
-    partition state and a metadata offset one broker record, so a report no newer than the
+    (subject, attributes). Every voter reports each one; a metadata offset names one committed
+    state (a partition record, a MinISR config change, a broker record), so a report no newer than the
     subject's newest adds nothing."""
 
     def __init__(self) -> None:
         self.states: list[tuple[Subject, dict[str, Any]]] = []
         self._newest: dict[Subject, int] = {}
 
-    def __call__(self, record: EventRecord) -> None:
-        _at_ms, _node, kind, f = record
-        if kind == "partition_state":
-            self._keep(("partition", f["partition"]), f["partition_epoch"], vars(PartitionState.committed(f, hwm=UNKNOWN)))
-        elif kind == "broker_state":
-            self._keep(("broker", f["broker"]), f["offset"], {"fenced": f["fenced"], "epoch": f["epoch"]})
+    def __call__(self, rec: EventRecord) -> None:
+        ev = rec.event
+        if ev.kind == "partition_change":
+            self._keep(("partition", f"{ev.topic}-{ev.partition}"), ev.metadata_offset, vars(PartitionState.from_change(ev, hwm=UNKNOWN)))
+        elif ev.kind == "broker_change":
+            self._keep(("broker", ev.broker), ev.metadata_offset, {"fenced": ev.fenced, "epoch": ev.epoch})
 
     def _keep(self, subject: Subject, version: int, attributes: dict[str, Any]) -> None:
         if version <= self._newest.get(subject, -1):

@@ -6,7 +6,8 @@ from typing import Any
 
 from kraftlab.scenario.schema import Comparison, Condition
 
-from .cluster_view import UNKNOWN, ClusterView
+from observability.projection import ClusterProjection as ClusterView
+from observability.states import UNKNOWN
 
 SET_VALUED = frozenset({"replicas", "isr", "elr", "last_known_elr"})
 

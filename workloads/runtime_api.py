@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from .cluster_view import ClusterView
+from observability.projection import ClusterProjection
+
+from .committed_history import CommittedHistory
 
 
 class StepFailed(Exception):
@@ -25,7 +27,10 @@ class ClusterRuntime(Protocol):
     @property
     def now_ms(self) -> float: ...
 
-    def view(self) -> ClusterView: ...
+    # Every committed partition and broker state reported so far (what wait_for also accepts).
+    committed_states: CommittedHistory
+
+    def view(self) -> ClusterProjection: ...
 
     # time
     def run_for(self, duration_ms: float) -> None: ...
@@ -54,8 +59,18 @@ class ClusterRuntime(Protocol):
     def protocol_step(self, kind: str, args: Any) -> None: ...
 
     # the record
-    def record(self, kind: str, **fields: Any) -> None: ...
+    def record(self, event: Any) -> None:
+        """Add an event of the driver's (`observability.events`) to the history."""
+        ...
 
     def violations(self) -> list[dict[str, Any]]: ...
+
+    def settle(self) -> None:
+        """Hand every event recorded so far to the history's readers (before the summary)."""
+        ...
+
+    def stop_checking(self) -> None:
+        """No invariant checks from here on (the run's epilogue)."""
+        ...
 
     def stats(self) -> dict[str, Any]: ...

@@ -24,7 +24,9 @@ from kraftlab.scenario.schema import (
     WaitStep,
 )
 
-from .cluster_view import UNKNOWN
+from observability import events
+from observability.states import UNKNOWN
+
 from .conditions import actual_values, describe_subject, holds, mismatches
 from .runtime_api import ClusterRuntime, StepFailed
 
@@ -53,11 +55,11 @@ class StepRunner:
             self.current = index
             if on_step is not None:
                 on_step(index, step)
-            self.runtime.record("step", index=index, step=step.kind())
+            self.runtime.record(events.Step(index, step.kind()))
             try:
                 self.run_step(step)
             except StepFailed as exc:
-                self.runtime.record("step_failed", index=index, step=step.kind(), detail=str(exc))
+                self.runtime.record(events.StepFailed(index, step.kind(), str(exc)))
                 return [Failure(index, step.kind(), str(exc))]
         return []
 
@@ -69,7 +71,7 @@ class StepRunner:
             case WaitForStep(wait_for=cond):
                 view = rt.view()
                 # Also a committed state that came and went between two looks (committed_history.py).
-                reported = view.committed_states.reported_from_now(cond)
+                reported = rt.committed_states.reported_from_now(cond)
                 if not rt.run_until(lambda: holds(cond, view) or reported(), cond.timeout_ms):
                     raise StepFailed(
                         f"timed out after {cond.timeout_ms} ms waiting for {describe_subject(cond)}: "

@@ -1,6 +1,12 @@
 """The consumer client: reads committed records (below the leader's high watermark) of one
 partition from its current leader, in order, and records what it read.
 
+Every fetch answer that brings records is a *poll* (numbered per consumer from 0); every record it
+read is a `consume` row of the history with the record's identity (producer, sequence) decoded from
+the batch payload (records.py). The final read at the end of a run is a consumer command too
+(`final_source`): it reads one partition from one given broker with FINAL_READER fetches, which any
+replica answers from its own log below its own HWM, and reports `final_read` rows.
+
 A read is `(offset, value, identity)` where identity is `(batch crc, position in batch, leader
 epoch)`, what `storage.partition_log.PartitionLog.identity_at` reports: the ConsistentRead check
 compares later logs against it.
@@ -13,6 +19,7 @@ from dataclasses import dataclass, field
 from actors.contract import Envelope, Output, StartContext
 from actors.replication.messages import (
     CONSUMER,
+    FINAL_READER,
     FetchPartition,
     FetchRequest,
     FetchResponse,
@@ -21,7 +28,9 @@ from actors.replication.messages import (
     MetadataRequest,
     MetadataResponse,
 )
-from storage.codec import unpack
+from observability.events import Consume, ConsumeDone, ConsumerDone, FinalRead, FinalReadDone, ListOffsetsAnswer
+
+from .records import decode_records
 
 POLL_BACKOFF_MS = 100  # fetch.max.wait-like pause when there was nothing new
 REQUEST_TIMEOUT_MS = 2_000
@@ -38,6 +47,11 @@ class ConsumeCommand:
     from_offset: int
     expect_count: int | None
     follow: bool = False  # keep reading forever (background load)
+    # The final read: read from this broker (not the leader), below that replica's HWM, until
+    # caught up or `deadline_ms`; `final_source` ("leader" or "replica") goes in the rows.
+    broker: int | None = None
+    final_source: str | None = None
+    deadline_ms: float | None = None
 
 
 @dataclass
@@ -61,6 +75,7 @@ class ConsumerNode:
         self.reads: dict[tuple[str, int], dict[int, tuple[str, tuple[int, int, int]]]] = {}
         self.read_order: dict[tuple[str, int], list[int]] = {}  # the offsets of `reads`, as first read
         self.consumed = 0
+        self.polls = 0
         self.next_request_id = 0
         self.in_flight: dict[int, tuple[int, float]] = {}  # command -> (request id, sent at)
         self.next_poll_ms: dict[int, float] = {}
@@ -89,18 +104,25 @@ class ConsumerNode:
         out.send(Envelope(self.node_id, f"b{broker}", ListOffsetsRequest(self.next_request_id, topic, partition)))
         return self._finish(out)
 
-    def stop_following(self) -> None:
+    def stop_following(self, complete: bool) -> Output:
+        """A local call at the end of a run: stop every reading; `complete` tells the history
+        whether this consumer had read everything committed by then (`consumer_done`)."""
+        out = Output()
         for r in self.readings.values():
             r.done = True
+        out.emit(ConsumerDone(self.node_id, complete))
+        return out
 
     def handle(self, env: Envelope, now_ms: float) -> Output:
         out = Output()
         p = env.payload
         if isinstance(p, FetchResponse):
-            self._on_fetch(p, now_ms)
+            self._on_fetch(p, now_ms, out)
         elif isinstance(p, ListOffsetsResponse):
-            if p.request_id in self.list_offsets:
+            if p.request_id in self.list_offsets and self.list_offsets[p.request_id] is None:
                 self.list_offsets[p.request_id] = p
+                broker = int(env.src[1:])
+                out.emit(ListOffsetsAnswer(p.request_id, p.topic, p.partition, broker, None if p.error else p.offset, p.error))
         elif isinstance(p, MetadataResponse):
             if self.metadata_request is not None and p.request_id == self.metadata_request[0]:
                 self.metadata_request = None
@@ -122,12 +144,17 @@ class ConsumerNode:
             if now_ms >= sent + REQUEST_TIMEOUT_MS:
                 del self.in_flight[cid]
                 self.leaders.pop((self.readings[cid].command.topic, self.readings[cid].command.partition), None)
+        for r in self.readings.values():
+            c = r.command
+            if c.final_source is not None and not r.done and c.deadline_ms is not None and now_ms >= c.deadline_ms:
+                self._end_final_read(r, None, out)
         self._poll(now_ms, out)
         return self._finish(out)
 
     def _finish(self, out: Output) -> Output:
         deadlines = [sent + REQUEST_TIMEOUT_MS for _, sent in self.in_flight.values()]
         deadlines += [t for cid, t in self.next_poll_ms.items() if not self.readings[cid].done and cid not in self.in_flight]
+        deadlines += [r.command.deadline_ms for r in self.readings.values() if not r.done and r.command.deadline_ms is not None]
         if self.metadata_request is not None:
             deadlines.append(self.metadata_request[1] + REQUEST_TIMEOUT_MS)
         out.next_deadline_ms = min(deadlines) if deadlines else None
@@ -138,14 +165,15 @@ class ConsumerNode:
             if r.done or cid in self.in_flight or self.next_poll_ms.get(cid, 0) > now_ms:
                 continue
             key = (r.command.topic, r.command.partition)
-            leader = self.leaders.get(key)
+            leader = r.command.broker if r.command.broker is not None else self.leaders.get(key)
             if leader is None:
                 self._ask_metadata(now_ms, out)
                 self.next_poll_ms[cid] = now_ms + POLL_BACKOFF_MS
                 continue
             self.next_request_id += 1
             self.in_flight[cid] = (self.next_request_id, now_ms)
-            req = FetchRequest(self.next_request_id, CONSUMER, -1, 0, (FetchPartition(key[0], key[1], -1, r.position),))
+            reader = FINAL_READER if r.command.final_source is not None else CONSUMER
+            req = FetchRequest(self.next_request_id, reader, -1, 0, (FetchPartition(key[0], key[1], -1, r.position),))
             out.send(Envelope(self.node_id, f"b{leader}", req))
 
     def _ask_metadata(self, now_ms: float, out: Output) -> None:
@@ -157,7 +185,7 @@ class ConsumerNode:
         self.metadata_broker += 1
         out.send(Envelope(self.node_id, target, MetadataRequest(self.next_request_id)))
 
-    def _on_fetch(self, resp: FetchResponse, now_ms: float) -> None:
+    def _on_fetch(self, resp: FetchResponse, now_ms: float, out: Output) -> None:
         cid = next((c for c, (rid, _) in self.in_flight.items() if rid == resp.request_id), None)
         if cid is None:
             return
@@ -165,29 +193,38 @@ class ConsumerNode:
         r = self.readings[cid]
         (fp,) = resp.partitions
         key = (fp.topic, fp.partition)
+        c = r.command
         if fp.error is not None:
+            if c.final_source is not None:
+                self._end_final_read(r, None, out)
+                return
             self.leaders.pop(key, None)
             self.next_poll_ms[cid] = now_ms + POLL_BACKOFF_MS
+            return
+        if c.final_source is not None:
+            self._on_final_read(cid, r, fp, now_ms, out)
             return
         got = 0
         seen = self.reads.setdefault(key, {})
         order = self.read_order.setdefault(key, [])
+        poll = self.polls
         for b in fp.batches:
-            values = unpack(b.records)
-            for i, value in enumerate(values):
+            if b.next_offset <= r.position or b.base_offset > r.position:
+                continue  # already read; or a gap (never from a leader's log): read again from there
+            producer, sequences, values = decode_records(b.records)
+            start = r.position - b.base_offset
+            for i in range(start, b.count):
                 offset = b.base_offset + i
-                if offset < r.position:
-                    continue
-                if offset != r.position:
-                    break
                 if offset not in seen:  # the first read of an offset is what it must stay
                     order.append(offset)
-                    seen[offset] = (value, (b.crc, i, b.leader_epoch))
-                r.values.append(value)
-                r.position += 1
-                got += 1
+                    seen[offset] = (values[i], (b.crc, i, b.leader_epoch))
+            r.values.extend(values[start:])
+            out.emit(Consume(self.node_id, poll, key[0], key[1], r.position, producer, sequences[start:], b.base_offset, b.crc))
+            got += b.count - start
+            r.position = b.next_offset
+        if got:
+            self.polls += 1
         self.consumed += got
-        c = r.command
         # A read is done once it has caught up with the HWM (everything committed was read) and,
         # when a count is expected, has at least that many: more committed records than expected
         # are read too, so that the step can tell.
@@ -195,4 +232,29 @@ class ConsumerNode:
         if not c.follow and caught_up and (c.expect_count is None or len(r.values) >= c.expect_count):
             r.done = True
             r.caught_up_at_hwm = fp.high_watermark
+            out.emit(ConsumeDone(c.command_id, len(r.values)))
         self.next_poll_ms[cid] = now_ms if got else now_ms + POLL_BACKOFF_MS
+
+    # --- the final read --------------------------------------------------------------------------
+
+    def _on_final_read(self, cid: int, r: Reading, fp, now_ms: float, out: Output) -> None:
+        c = r.command
+        got = 0
+        for b in fp.batches:
+            if b.next_offset <= r.position or b.base_offset > r.position:
+                continue
+            producer, sequences, _values = decode_records(b.records)
+            start = r.position - b.base_offset
+            out.emit(FinalRead(c.topic, c.partition, c.final_source, c.broker, r.position, producer, sequences[start:], b.base_offset, b.crc))
+            got += b.count - start
+            r.position = b.next_offset
+        if got == 0 and r.position >= fp.high_watermark:
+            self._end_final_read(r, fp.high_watermark, out)
+            return
+        self.next_poll_ms[cid] = now_ms
+
+    def _end_final_read(self, r: Reading, hwm: int | None, out: Output) -> None:
+        """`hwm` None: the broker did not answer (in time) or had no such replica."""
+        r.done = True
+        c = r.command
+        out.emit(FinalReadDone(c.topic, c.partition, c.final_source, c.broker, hwm, hwm is not None))

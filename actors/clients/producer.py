@@ -11,8 +11,12 @@ order is kept without idempotence too; records waiting meanwhile go together int
   delivery timeout; then the records fail.
 - acks=0: the records count as acknowledged when sent (Kafka completes them at once, offset -1).
 
-Every attempt and outcome is an event (`produce_sent`, `produce_acked`, `produce_failed`): the
-history the checks and reports read.
+Every record gets the next sequence of its producer when it is handed over; (producer name,
+sequence) identifies it in the history and travels in the batch payload (records.py). Every record
+gets exactly one `produce_send` (handed over) and one `produce_ack` row, whose outcome is "ok", "fail"
+(surely not written: never sent, or every attempt refused before any append) or "info" (unknown: an
+attempt went unanswered or failed after the leader may have appended it, as Jepsen counts
+indeterminate operations). At the end of a run `abandon` settles what is still pending.
 """
 
 from __future__ import annotations
@@ -24,18 +28,22 @@ from dataclasses import dataclass, field
 
 from actors.contract import Envelope, Output, StartContext
 from actors.replication.messages import (
+    CORRUPT_MESSAGE,
     NOT_ENOUGH_REPLICAS,
     NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    OUT_OF_ORDER_SEQUENCE_NUMBER,
+    UNKNOWN_TOPIC_OR_PARTITION,
     RETRIABLE,
     MetadataRequest,
     MetadataResponse,
     ProduceRequest,
     ProduceResponse,
 )
-from storage.codec import pack
+from observability.events import LoadFinished, LoadStarted, ProduceAck, ProduceAttempt, ProduceRetry, ProduceSend
 from storage.partition_log import NO_PRODUCER, RecordBatch
 
-from .latency import LatencyHistogram
+from observability.latency import LatencyHistogram
+from .records import encode_records
 
 RETRY_BACKOFF_MS = 100  # retry.backoff.ms
 REQUEST_TIMEOUT_MS = 5_000  # an unanswered request is retried after this
@@ -43,6 +51,12 @@ METADATA_TIMEOUT_MS = 1_000
 MAX_BATCH_RECORDS = 1_000
 
 ACKS = {"all": -1, -1: -1, 1: 1, 0: 0}
+ACKS_NAMES = {-1: "all", 1: "1", 0: "0"}  # the history's `acks` column
+# Errors with which the leader refuses a produce request before appending anything: a batch whose
+# every attempt ended so was surely not written. Any other error (NOT_LEADER_OR_FOLLOWER also ends
+# requests that were appended and waited for the HWM), or no answer, leaves it unknown.
+REFUSED_BEFORE_APPEND = frozenset({NOT_ENOUGH_REPLICAS, OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_TOPIC_OR_PARTITION, CORRUPT_MESSAGE})
+RUN_ENDED = "RUN_ENDED"
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,8 +76,9 @@ class ProduceCommand:
 class CommandProgress:
     command: ProduceCommand
     acked: int = 0
-    failed: int = 0
+    failed: int = 0  # outcome fail or info: not acknowledged
     errors: list[str] = field(default_factory=list)
+    first_sequence: int = -1  # the sequences of its records: first_sequence + i
 
     @property
     def done(self) -> bool:
@@ -73,6 +88,7 @@ class CommandProgress:
 @dataclass
 class PendingRecord:
     command_id: int
+    sequence: int
     value: str
     acks: int
     idempotent: bool
@@ -92,6 +108,9 @@ class InFlightBatch:
     retry_at_ms: float | None = None
     last_error: str | None = None
     deadline_ms: float = 0.0  # the earliest delivery deadline of its records (set once)
+    # True once an attempt may have been appended: sent and not answered, or answered with an
+    # error that does not rule the append out. Decides "fail" or "info" if it never succeeds.
+    maybe_written: bool = False
 
     def __post_init__(self) -> None:
         self.deadline_ms = min(r.deadline_ms for r in self.records)
@@ -150,6 +169,7 @@ class ProducerNode:
         self.next_request_id = 0
         self.acked = 0
         self.failed = 0
+        self.next_sequence = 0
         self.latency = LatencyHistogram()  # acknowledged records: handed over -> acknowledged
         # The newest background load's plan, kept after it ends (`load` is the running one).
         self.last_load: LoadPlan | None = None
@@ -166,11 +186,13 @@ class ProducerNode:
     def submit(self, cmd: ProduceCommand, now_ms: float) -> Output:
         """A local call: queue a command's records."""
         out = Output()
-        self.commands[cmd.command_id] = CommandProgress(cmd)
+        first = self.next_sequence
+        self.next_sequence += len(cmd.values)
+        self.commands[cmd.command_id] = CommandProgress(cmd, first_sequence=first)
         q = self.queues.setdefault((cmd.topic, cmd.partition), deque())
-        for v in cmd.values:
-            q.append(PendingRecord(cmd.command_id, v, cmd.acks, cmd.idempotent, now_ms + cmd.timeout_ms, now_ms))
-        out.emit("produce_invoked", command=cmd.command_id, partition=f"{cmd.topic}-{cmd.partition}", count=len(cmd.values), acks=cmd.acks)
+        for i, v in enumerate(cmd.values):
+            q.append(PendingRecord(cmd.command_id, first + i, v, cmd.acks, cmd.idempotent, now_ms + cmd.timeout_ms, now_ms))
+        out.emit(ProduceSend(self.node_id, cmd.topic, cmd.partition, ACKS_NAMES[cmd.acks], tuple(range(first, first + len(cmd.values)))))
         self._send_ready(now_ms, out)
         return self._finish(out)
 
@@ -185,7 +207,7 @@ class ProducerNode:
         self.load = LoadPlan(list(partitions), rate_per_s, message_bytes, acks, now_ms, until_ms, command_id=-1 - len(self.commands), buffer_records=buffer_records)
         self.last_load = self.load
         self.commands[self.load.command_id] = CommandProgress(ProduceCommand(self.load.command_id, "", 0, (), acks, False, LOAD_DELIVERY_TIMEOUT_MS))
-        out.emit("load_started", rate_per_s=rate_per_s, partitions=len(partitions), acks=acks)
+        out.emit(LoadStarted(rate_per_s, len(partitions), ACKS_NAMES[acks]))
         self._generate(now_ms, out)
         return self._finish(out)
 
@@ -200,15 +222,27 @@ class ProducerNode:
         else:
             due = int((end - plan.start_ms) * plan.rate_per_s / 1000.0) + 1 - plan.generated
         pad = "x" * max(0, plan.message_bytes - 16)
+        handed: dict[tuple[str, int], list[int]] = {}
         for _ in range(max(due, 0)):
             n = plan.generated
             plan.generated += 1
             key = plan.partitions[n % len(plan.partitions)]
             value = f"{self.producer_id}-{n}-{pad}"[: max(plan.message_bytes, 8)]
-            self.queues.setdefault(key, deque()).append(PendingRecord(plan.command_id, value, plan.acks, False, now_ms + LOAD_DELIVERY_TIMEOUT_MS, now_ms))
+            sequence = self.next_sequence
+            self.next_sequence += 1
+            self.queues.setdefault(key, deque()).append(PendingRecord(plan.command_id, sequence, value, plan.acks, False, now_ms + LOAD_DELIVERY_TIMEOUT_MS, now_ms))
+            handed.setdefault(key, []).append(sequence)
+        acks = ACKS_NAMES[plan.acks]
+        for (topic, partition), sequences in handed.items():
+            out.emit(ProduceSend(self.node_id, topic, partition, acks, tuple(sequences)))
         if plan.until_ms is not None and now_ms >= plan.until_ms:
+            self.stop_load(out)
+
+    def stop_load(self, out: Output) -> None:
+        """No more records from the background load (its duration is over, or the run is)."""
+        if self.load is not None:
+            out.emit(LoadFinished(self.load.generated))
             self.load = None
-            out.emit("load_finished", generated=plan.generated)
 
     def handle(self, env: Envelope, now_ms: float) -> Output:
         out = Output()
@@ -230,6 +264,7 @@ class ProducerNode:
             self.metadata_wanted = True
         for key, b in list(self.in_flight.items()):
             if b.retry_at_ms is None and now_ms >= b.sent_ms + REQUEST_TIMEOUT_MS:
+                b.maybe_written = True  # no answer: the request may have been appended
                 self._retry_later(key, b, "REQUEST_TIMED_OUT", now_ms, out, refresh=True)
         self._generate(now_ms, out)
         self._expire(now_ms, out)
@@ -305,7 +340,7 @@ class ProducerNode:
         records = [q.popleft()]
         while q and len(records) < MAX_BATCH_RECORDS and q[0].acks == first.acks and q[0].idempotent == first.idempotent:
             records.append(q.popleft())
-        payload = pack([r.value for r in records])
+        payload = encode_records(self.node_id, [r.sequence for r in records], [r.value for r in records])
         if first.idempotent:
             seq = self.sequences.get(key, 0)
             self.sequences[key] = seq + len(records)
@@ -328,7 +363,8 @@ class ProducerNode:
         topic, partition = key
         timeout = max(1, int(b.deadline_ms - now_ms))
         out.send(Envelope(self.node_id, f"b{leader}", ProduceRequest(b.request_id, topic, partition, b.acks, timeout, b.batch)))
-        out.emit("produce_sent", partition=f"{topic}-{partition}", broker=leader, count=b.batch.count, attempt=b.attempts, crc=b.batch.crc)
+        out.emit(ProduceAttempt(topic, partition, leader, b.batch.count, b.attempts, b.batch.crc))
+        b.maybe_written = b.maybe_written or b.acks == 0
         if b.acks == 0:
             del self.in_flight[key]
             self._acked(key, b, -1, now_ms, out)
@@ -341,17 +377,20 @@ class ProducerNode:
         if resp.error is None:
             del self.in_flight[key]
             self._acked(key, b, resp.base_offset, now_ms, out)
-        elif resp.error in RETRIABLE:
-            refresh = resp.error not in (NOT_ENOUGH_REPLICAS, NOT_ENOUGH_REPLICAS_AFTER_APPEND)
-            self._retry_later(key, b, resp.error, now_ms, out, refresh=refresh)
         else:
-            del self.in_flight[key]
-            self._failed(key, b.records, resp.error, out)
+            if resp.error not in REFUSED_BEFORE_APPEND:
+                b.maybe_written = True
+            if resp.error in RETRIABLE:
+                refresh = resp.error not in (NOT_ENOUGH_REPLICAS, NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+                self._retry_later(key, b, resp.error, now_ms, out, refresh=refresh)
+            else:
+                del self.in_flight[key]
+                self._failed(key, b.records, resp.error, now_ms, out, b.maybe_written)
 
     def _retry_later(self, key, b: InFlightBatch, error: str, now_ms: float, out: Output, *, refresh: bool) -> None:
         b.last_error = error
         b.retry_at_ms = now_ms + RETRY_BACKOFF_MS
-        out.emit("produce_retry", partition=f"{key[0]}-{key[1]}", error=error, attempt=b.attempts)
+        out.emit(ProduceRetry(key[0], key[1], error, b.attempts))
         if refresh:
             self.metadata_wanted = True
 
@@ -359,13 +398,30 @@ class ProducerNode:
         for key, b in list(self.in_flight.items()):
             if b.deadline_ms <= now_ms:
                 del self.in_flight[key]
-                self._failed(key, b.records, b.last_error or "DELIVERY_TIMEOUT", out)
+                awaiting_answer = b.retry_at_ms is None and b.attempts > 0
+                self._failed(key, b.records, b.last_error or "DELIVERY_TIMEOUT", now_ms, out, b.maybe_written or awaiting_answer)
         for key, q in self.queues.items():
             expired = [r for r in q if r.deadline_ms <= now_ms]
             if expired:
                 kept = deque(r for r in q if r.deadline_ms > now_ms)
                 self.queues[key] = kept
-                self._failed(key, expired, "DELIVERY_TIMEOUT", out)
+                self._failed(key, expired, "DELIVERY_TIMEOUT", now_ms, out, False)
+
+    def abandon(self, now_ms: float) -> Output:
+        """A local call at the end of a run: no more records; every record still pending gets its
+        outcome now ("info" if an attempt may have been appended, else "fail"), so that the
+        history has one `produce_ack` for each `produce_send`."""
+        out = Output()
+        self.stop_load(out)
+        for key, b in list(self.in_flight.items()):
+            del self.in_flight[key]
+            awaiting_answer = b.retry_at_ms is None and b.attempts > 0
+            self._failed(key, b.records, RUN_ENDED, now_ms, out, b.maybe_written or awaiting_answer)
+        for key, q in self.queues.items():
+            if q:
+                self._failed(key, list(q), RUN_ENDED, now_ms, out, False)
+                q.clear()
+        return self._finish(out)
 
     # --- outcomes ---------------------------------------------------------------------------------
 
@@ -379,13 +435,22 @@ class ProducerNode:
             self.commands[command_id].acked += sum(1 for _ in run)
         for created_ms, run in groupby(b.records, key=attrgetter("created_ms")):
             self.latency.record_ms(now_ms - created_ms, sum(1 for _ in run))
-        out.emit("produce_acked", partition=f"{topic}-{partition}", base_offset=base_offset, count=b.batch.count, acks=b.acks, crc=b.batch.crc)
+        out.emit(ProduceAck(
+            self.node_id, topic, partition, ACKS_NAMES[b.acks], "ok", tuple(r.sequence for r in b.records),
+            tuple(now_ms - r.created_ms for r in b.records), None if b.acks == 0 else base_offset, b.batch.crc,
+        ))
 
-    def _failed(self, key, records: list[PendingRecord], error: str, out: Output) -> None:
+    def _failed(self, key, records: list[PendingRecord], error: str, now_ms: float, out: Output, maybe_written: bool) -> None:
         self.failed += len(records)
         for r in records:
             p = self.commands[r.command_id]
             p.failed += 1
             if error not in p.errors:
                 p.errors.append(error)
-        out.emit("produce_failed", partition=f"{key[0]}-{key[1]}", count=len(records), error=error)
+        # Records queued together may mix acks settings only across batches; a batch has one.
+        for acks, run in groupby(records, key=attrgetter("acks")):
+            run = list(run)
+            out.emit(ProduceAck(
+                self.node_id, key[0], key[1], ACKS_NAMES[acks], "info" if maybe_written else "fail",
+                tuple(r.sequence for r in run), tuple(now_ms - r.created_ms for r in run), error=error,
+            ))

@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from storage.partition_log import RecordBatch
 
 CONSUMER = -1  # replica id of a consumer's fetch (Kafka's -1)
+# replica id of the end-of-run final read: any replica (not only the leader) answers it from its own
+# log below its own HWM (kraftlab's, not Kafka's: the history's `final_read`, contract.md)
+FINAL_READER = -2
 
 # errors (Kafka's names)
 NOT_LEADER_OR_FOLLOWER = "NOT_LEADER_OR_FOLLOWER"

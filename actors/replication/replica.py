@@ -40,6 +40,19 @@ from controller_quorum.requests import (
     AlterPartitionRequest,
     AlterPartitionResponse,
 )
+from observability.events import (
+    Appended,
+    BecomeFollower,
+    BecomeLeader,
+    IsrChangeRejected,
+    IsrCommitted,
+    IsrExpandProposed,
+    IsrShrinkProposed,
+    ListOffsets,
+    ReplicaHwm,
+    ReplicationQuorum,
+    Truncated,
+)
 from storage.partition_log import NO_PRODUCER, PartitionLog
 
 from .messages import (
@@ -138,6 +151,7 @@ class PartitionReplica:
         self.waiting: list[WaitingProduce] = []
         self.unflushed_messages = 0
         self.hwm_advances = 0
+        self._reported_quorum: tuple | None = None  # (ISR, replication quorum) last reported
 
     # --- derived state ---------------------------------------------------------------------------
 
@@ -182,6 +196,7 @@ class PartitionReplica:
         self.pending_recovery = None
         self.awaiting_metadata = False
         self.followers = {}
+        self._reported_quorum = None
 
     def become_leader(self, rec: PartitionRecord, now_ms: float, out: Output) -> None:
         me = self.env.broker_id
@@ -192,7 +207,7 @@ class PartitionReplica:
         self.followers = {
             b: FollowerState(last_caught_up_ms=now_ms if b in rec.isr else 0.0) for b in rec.replicas if b != me
         }
-        out.emit("become_leader", partition=self.name, leader_epoch=rec.leader_epoch, leso=self.leso, hwm=self.hwm, isr=list(rec.isr))
+        out.emit(BecomeLeader(self.topic, self.partition, rec.leader_epoch, self.leso, self.hwm, tuple(rec.isr)))
         if rec.leader_recovery_state == RECOVERING:
             # KIP-704: after an unclean election the new leader's log is the partition's log from
             # now on; it tells the controller so before the ISR can grow.
@@ -205,7 +220,7 @@ class PartitionReplica:
         if not self.env.settings.protocol.leader_epoch_truncation and self.log.end_offset > self.hwm:
             # Before KIP-101 a follower cut its log to its local HWM before fetching again.
             self._truncate(self.hwm, "become_follower_hwm", out)
-        out.emit("become_follower", partition=self.name, leader=rec.leader, leader_epoch=rec.leader_epoch, was=was, leo=self.leo, hwm=self.hwm)
+        out.emit(BecomeFollower(self.topic, self.partition, rec.leader, rec.leader_epoch, was, self.leo, self.hwm))
 
     def stop(self, out: Output) -> None:
         """No longer a replica the broker serves (removed, or the broker is shutting down)."""
@@ -257,6 +272,7 @@ class PartitionReplica:
                 return reply(OUT_OF_ORDER_SEQUENCE_NUMBER)
         base = self.log.end_offset
         self.log.append(batch.stamped(base, self.leader_epoch), out)
+        out.emit(Appended(self.topic, self.partition, base, batch.count, self.leader_epoch, batch.crc))
         self._after_append(src, req, base, base + batch.count, now_ms, out)
         self._maybe_flush(batch.count, out)
         self.maybe_advance_high_watermark(now_ms, out)
@@ -305,6 +321,7 @@ class PartitionReplica:
         (`strict_min_isr`, Kafka >= 3.7)."""
         if not self.is_leader:
             return False
+        self._maybe_report_quorum(out)
         if self.env.settings.protocol.strict_min_isr and len(self.isr) < self.min_isr():
             return False
         me = self.env.broker_id
@@ -317,9 +334,18 @@ class PartitionReplica:
             return False
         self.hwm = new
         self.hwm_advances += 1
+        out.emit(ReplicaHwm(self.topic, self.partition, new))
         if self.waiting:
             self._answer_waiting(lambda w: w.required_offset <= new, None, out)
         return True
+
+    def _maybe_report_quorum(self, out: Output) -> None:
+        """Tell the history when the committed ISR or the replication quorum changed (the checks
+        judge the HWM's moves against them)."""
+        now = (self.isr, tuple(sorted(self.replication_quorum())))
+        if now != self._reported_quorum:
+            self._reported_quorum = now
+            out.emit(ReplicationQuorum(self.topic, self.partition, tuple(self.isr), now[1]))
 
     def _answer_waiting(self, finished, error: str | None, out: Output) -> None:
         """Answer the acks=all produce requests for which `finished(w)` holds, with `error`."""
@@ -417,7 +443,7 @@ class PartitionReplica:
             return
         if not self._isr_eligible(follower, f):
             return
-        out.emit("isr_expand_proposed", partition=self.name, follower=follower, follower_leo=f.leo, hwm=self.hwm, leso=self.leso, fetch_epoch=f.fetch_epoch, leader_epoch=self.leader_epoch)
+        out.emit(IsrExpandProposed(self.topic, self.partition, follower, f.leo, self.hwm, self.leso, f.fetch_epoch, self.leader_epoch))
         self._propose_isr(tuple(b for b in self.state.replicas if b in self.isr or b == follower), now_ms, out)
 
     def maybe_shrink_isr(self, now_ms: float, out: Output) -> None:
@@ -427,7 +453,7 @@ class PartitionReplica:
         me = self.env.broker_id
         lagging = [b for b in self.isr if b != me and now_ms - self.followers.get(b, FollowerState()).last_caught_up_ms > lag]
         if lagging:
-            out.emit("isr_shrink_proposed", partition=self.name, out_of_sync=lagging)
+            out.emit(IsrShrinkProposed(self.topic, self.partition, tuple(lagging)))
             self._propose_isr(tuple(b for b in self.isr if b not in lagging), now_ms, out)
 
     def _propose_isr(self, new_isr: tuple[int, ...], now_ms: float, out: Output, recovery: str | None = None) -> None:
@@ -471,7 +497,7 @@ class PartitionReplica:
             self.partition_epoch = st.partition_epoch
             self.pending_isr = None
             self.pending_recovery = None
-            out.emit("isr_committed", partition=self.name, isr=list(st.isr), partition_epoch=st.partition_epoch)
+            out.emit(IsrCommitted(self.topic, self.partition, tuple(st.isr), st.partition_epoch))
             self._after_isr_change(now_ms, out)
         elif resp.error in (NOT_CONTROLLER, REQUEST_TIMED_OUT):
             return  # retried by tick
@@ -481,16 +507,17 @@ class PartitionReplica:
             # for the metadata log to tell us the committed state, as Kafka does; ask again only
             # after a long pause, in case the refusal came from a controller's uncommitted state
             # that a controller failover since threw away (then no metadata update will come).
-            out.emit("isr_change_rejected", partition=self.name, error=resp.error, proposed=list(self.pending_isr))
+            out.emit(IsrChangeRejected(self.topic, self.partition, resp.error, tuple(self.pending_isr)))
             self.awaiting_metadata = True
             self.alter_sent_ms = now_ms
         else:
             # Rejected as it stands (an ineligible replica...): the committed state is the one we
             # know, so roll back to it (§6.5.2).
-            out.emit("isr_change_rejected", partition=self.name, error=resp.error, proposed=list(self.pending_isr))
+            out.emit(IsrChangeRejected(self.topic, self.partition, resp.error, tuple(self.pending_isr)))
             self.pending_isr = None
             self.pending_recovery = None
             self.alter_sent_ms = now_ms
+            self._maybe_report_quorum(out)
 
     def _after_isr_change(self, now_ms: float, out: Output) -> None:
         if self.waiting and len(self.isr) < self.min_isr():
@@ -505,9 +532,9 @@ class PartitionReplica:
         if self.hwm < self.leso:
             # §6.4.2: the local HWM may still be stale; "I don't know" rather than a value that
             # could go back.
-            out.emit("list_offsets", partition=self.name, hwm=self.hwm, leso=self.leso, answer=None)
+            out.emit(ListOffsets(self.topic, self.partition, self.hwm, self.leso, None))
             return ListOffsetsResponse(request_id, self.topic, self.partition, OFFSET_NOT_AVAILABLE)
-        out.emit("list_offsets", partition=self.name, hwm=self.hwm, leso=self.leso, answer=self.hwm)
+        out.emit(ListOffsets(self.topic, self.partition, self.hwm, self.leso, self.hwm))
         return ListOffsetsResponse(request_id, self.topic, self.partition, None, self.hwm)
 
     # --- the follower side ---------------------------------------------------------------------
@@ -535,10 +562,14 @@ class PartitionReplica:
             if b.base_offset != self.log.end_offset:
                 break  # a gap: fetch again from the LEO
             self.log.append(b, out)
+            out.emit(Appended(self.topic, self.partition, b.base_offset, b.count, b.leader_epoch, b.crc))
             appended += b.count
         if appended:
             self._maybe_flush_follower(appended, out)
-        self.hwm = min(fp.high_watermark, self.log.end_offset)
+        hwm = min(fp.high_watermark, self.log.end_offset)
+        if hwm != self.hwm:
+            self.hwm = hwm
+            out.emit(ReplicaHwm(self.topic, self.partition, hwm))
 
     def _maybe_flush_follower(self, messages: int, out: Output) -> None:
         if self.env.sync_flush:
@@ -563,7 +594,7 @@ class PartitionReplica:
         self.hwm = min(self.hwm, after)
         self.durable_end = min(self.durable_end, after)
         if after < before:
-            out.emit("truncated", partition=self.name, reason=reason, from_offset=before, to_offset=after)
+            out.emit(Truncated(self.topic, self.partition, reason, before, after))
 
     # --- timers --------------------------------------------------------------------------------
 

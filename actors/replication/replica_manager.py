@@ -21,11 +21,13 @@ from typing import TYPE_CHECKING
 from actors.contract import Delete, Envelope, Flush, FlushCompleted, Output, Replace
 from controller_quorum.metadata import PartitionRecord
 from controller_quorum.requests import AlterPartitionResponse, GetReplicaLogInfoRequest, GetReplicaLogInfoResponse
+from observability.events import ReplicaDeleted, ReplicaRecovered
 from storage.codec import pack, unpack
 from storage.partition_log import PartitionLog, partition_dirs, replica_dir
 
 from .messages import (
     CONSUMER,
+    FINAL_READER,
     NOT_LEADER_OR_FOLLOWER,
     OFFSET_OUT_OF_RANGE,
     UNKNOWN_TOPIC_OR_PARTITION,
@@ -94,7 +96,11 @@ class ReplicaManager:
             log = PartitionLog.recover(directory, files, out, self._segment_bytes(topic))
             replica = PartitionReplica(self.env, topic, partition, log, hwms.get(f"{topic}-{partition}", 0))
             self.replicas[(topic, partition)] = replica
-            out.emit("replica_recovered", partition=replica.name, leo=log.end_offset, hwm=replica.hwm, last_epoch=log.last_epoch)
+            batches = log.batches
+            out.emit(ReplicaRecovered(
+                topic, partition, log.end_offset, replica.hwm, log.last_epoch, tuple(b.base_offset for b in batches),
+                tuple(b.count for b in batches), tuple(b.leader_epoch for b in batches), tuple(b.crc for b in batches),
+            ))
         self.checkpointed = {r.name: r.hwm for r in self.replicas.values()}
         cfg = self.env.settings.config
         self.next_checkpoint_ms = now_ms + HWM_CHECKPOINT_INTERVAL_MS
@@ -149,7 +155,7 @@ class ReplicaManager:
         for path in replica.log.segment_paths():
             out.write(Delete(path))
         out.write(Delete(replica.log.epoch_path))
-        out.emit("replica_deleted", partition=replica.name)
+        out.emit(ReplicaDeleted(replica.topic, replica.partition))
 
     def _unfollow(self, key: Key) -> None:
         for f in self.fetchers.values():
@@ -201,8 +207,8 @@ class ReplicaManager:
     # --- requests from followers, clients and the controller -----------------------------------
 
     def on_fetch_request(self, src: str, req: FetchRequest, now_ms: float, out: Output) -> None:
-        if req.replica_id == CONSUMER:
-            out.send(Envelope(self.env.node_id, src, self._consumer_fetch(req)))
+        if req.replica_id in (CONSUMER, FINAL_READER):
+            out.send(Envelope(self.env.node_id, src, self._consumer_fetch(req, final=req.replica_id == FINAL_READER)))
             return
         answers: list[FetchedPartition | None] = []
         for fp in req.partitions:
@@ -240,11 +246,12 @@ class ReplicaManager:
                 keep.append(p)
         self.parked = keep
 
-    def _consumer_fetch(self, req: FetchRequest) -> FetchResponse:
+    def _consumer_fetch(self, req: FetchRequest, *, final: bool = False) -> FetchResponse:
+        """A consumer reads from the leader; the final read from any replica (below its HWM)."""
         parts = []
         for fp in req.partitions:
             replica = self.replicas.get((fp.topic, fp.partition))
-            if replica is None or not replica.is_leader:
+            if replica is None or not (replica.is_leader or final):
                 parts.append(FetchedPartition(fp.topic, fp.partition, NOT_LEADER_OR_FOLLOWER))
                 continue
             # Consumers read committed records only: whole batches below the leader's HWM.

@@ -1,10 +1,10 @@
 """The scenario's clients, in either runtime: the `produce`, `consume`, `list_offsets` and `load`
-steps, and the history counters they feed (acked, failed, acked_lost, consumed).
+steps, and the run's epilogue that completes the history.
 
 Each client is a node of its own (clients never crash in scenarios); a step hands it a command
-through a local call (`cluster.invoke`) and lets time run until the command is done
-(`cluster.run_until`). Progress is always read from `cluster.role(name)` afresh: in the simulator
-that is the live role, on Ray the newest copy the driver collected.
+through a local call (`cluster.invoke`, the client's API) and lets time run until the history says
+the command is done (`cluster.run_until` on the cluster view: the records' `produce_ack`s, the
+consumer's `consume_done`, its `list_offsets_answer`). Steps never read a client's state.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from actors.clients.consumer import ConsumeCommand
-from actors.clients.latency import LatencyHistogram
 from actors.clients.producer import ACKS, ProduceCommand
 from kraftlab.scenario.schema import split_partition_ref
+from observability.events import LoadStep, ProduceDone
 from workloads.conditions import matches
 from workloads.runtime_api import StepFailed
 
@@ -25,14 +25,19 @@ PRODUCER = "producer"
 CONSUMER = "consumer"
 # How long past a produce step's own timeout the step waits for the last answers.
 SETTLE_MS = 1_000
+# The epilogue: how long load consumers get to catch up with the committed log, and the final read
+# to read it (a broker that does not answer by then is reported incomplete).
+CATCH_UP_MS = 5_000
+FINAL_READ_MS = 5_000
 
 
 class Clients:
     def __init__(self, cluster: RoleCluster) -> None:
         self.cluster = cluster
-        self.brokers = [f"b{i}" for i in range(1, cluster.settings.brokers + 1)]
+        self.view = cluster.view()
         self.producers: list[str] = []
         self.consumers: list[str] = []
+        self.load_consumers: list[str] = []
         self.next_command = 0
         self._add_producer(PRODUCER)
         self._add_consumer(CONSUMER)
@@ -47,9 +52,6 @@ class Clients:
         self.cluster.add_client(name, "consumer")
         self.consumers.append(name)
 
-    def role(self, name: str) -> Any:
-        return self.cluster.role(name)
-
     # --- steps ----------------------------------------------------------------------------------
 
     def produce(self, args) -> None:
@@ -57,17 +59,22 @@ class Clients:
         cid = self.next_command
         values = tuple(args.values) if args.values is not None else tuple(f"m{cid}-{i}" for i in range(args.count))
         cmd = ProduceCommand(cid, args.topic, args.partition, values, ACKS[args.acks], args.idempotent, args.timeout_ms)
-        cluster = self.cluster
-        cluster.invoke(PRODUCER, lambda role, now: role.submit(cmd, now))
-        done = cluster.run_until(lambda: self.role(PRODUCER).commands[cid].done, args.timeout_ms + SETTLE_MS)
-        progress = self.role(PRODUCER).commands[cid]
+        cluster, n = self.cluster, len(values)
+        first = cluster.invoke(PRODUCER, lambda role, now: (role.submit(cmd, now), role.commands[cid].first_sequence))
+
+        def settled() -> bool:
+            acked, failed, _ = self.view.outcomes(PRODUCER, first, n)
+            return acked + failed >= n
+
+        done = cluster.run_until(settled, args.timeout_ms + SETTLE_MS)
+        acked, failed, errors = self.view.outcomes(PRODUCER, first, n)
         if not done:
-            raise StepFailed(f"produce: {len(values) - progress.acked - progress.failed} records had no outcome after {args.timeout_ms} ms")
-        self.cluster.record("produce_done", command=cid, acked=progress.acked, failed=progress.failed, errors=progress.errors)
-        if args.expect == "acked" and progress.failed:
-            raise StepFailed(f"produce: expected every record acknowledged, {progress.failed} of {len(values)} failed ({', '.join(progress.errors)})")
-        if args.expect == "failed" and progress.acked:
-            raise StepFailed(f"produce: expected every record to fail, {progress.acked} of {len(values)} were acknowledged")
+            raise StepFailed(f"produce: {n - acked - failed} records had no outcome after {args.timeout_ms} ms")
+        self.cluster.record(ProduceDone(cid, acked, failed, ", ".join(errors) or None))
+        if args.expect == "acked" and failed:
+            raise StepFailed(f"produce: expected every record acknowledged, {failed} of {n} failed ({', '.join(errors)})")
+        if args.expect == "failed" and acked:
+            raise StepFailed(f"produce: expected every record to fail, {acked} of {n} were acknowledged")
 
     def consume(self, args) -> None:
         self.next_command += 1
@@ -75,9 +82,8 @@ class Clients:
         cmd = ConsumeCommand(cid, args.topic, args.partition, args.from_offset, args.expect_count)
         cluster = self.cluster
         cluster.invoke(CONSUMER, lambda role, now: role.submit(cmd, now))
-        cluster.run_until(lambda: self.role(CONSUMER).readings[cid].done, args.timeout_ms)
+        cluster.run_until(lambda: cid in self.view.consume_done.get(CONSUMER, {}), args.timeout_ms)
         got = cluster.invoke(CONSUMER, lambda role, now: _stop_reading(role, cid))
-        self.cluster.record("consume_done", command=cid, count=len(got))
         if args.expect_count is not None and len(got) != args.expect_count:
             raise StepFailed(f"consume: expected {args.expect_count} committed records from offset {args.from_offset}, read {len(got)}")
         if args.expect_values is not None and got != list(args.expect_values):
@@ -88,13 +94,12 @@ class Clients:
             raise StepFailed(f"list_offsets: {args.partition} has no leader now")
         topic, p = split_partition_ref(args.partition)
         cluster = self.cluster
-        cluster.invoke(CONSUMER, lambda role, now: role.ask_latest_offset(topic, p, leader, now))
-        rid = self.role(CONSUMER).last_list_offsets
-        if not cluster.run_until(lambda: self.role(CONSUMER).list_offsets[rid] is not None, args.timeout_ms):
+        rid = cluster.invoke(CONSUMER, lambda role, now: (role.ask_latest_offset(topic, p, leader, now), role.last_list_offsets))
+        answers = self.view.list_offsets_answers
+        if not cluster.run_until(lambda: rid in answers.get(CONSUMER, {}), args.timeout_ms):
             raise StepFailed(f"list_offsets: broker {leader} did not answer within {args.timeout_ms} ms")
-        resp = cluster.invoke(CONSUMER, lambda role, now: role.list_offsets.pop(rid))
+        resp = answers[CONSUMER][rid]
         got = "not_available" if resp.error == "OFFSET_NOT_AVAILABLE" else (resp.error or resp.offset)
-        self.cluster.record("list_offsets_done", partition=args.partition, broker=leader, answer=got)
         expected = args.expect
         if expected == "any":
             return
@@ -116,80 +121,75 @@ class Clients:
         for i in range(args.consumers):
             name = f"load-consumer-{len(self.consumers)}"
             self._add_consumer(name)
+            self.load_consumers.append(name)
             for t, p in partitions:
                 self.next_command += 1
                 cmd = ConsumeCommand(self.next_command, t, p, 0, None, follow=True)
                 cluster.invoke(name, lambda role, now, cmd=cmd: role.submit(cmd, now))
-        self.cluster.record("load_started", producers=args.producers, consumers=args.consumers, rate_per_s=args.rate_per_s, partitions=len(partitions))
+        self.cluster.record(LoadStep(args.producers, args.consumers, args.rate_per_s, len(partitions)))
 
-    # --- history --------------------------------------------------------------------------------
+    # --- the epilogue: completing the history ---------------------------------------------------
 
-    def acked_batches(self):
+    def finish(self) -> None:
+        """End the run's client activity so that its history can be checked from outside
+        (contract.md, "`events/`"): every producer settles its pending records (one `produce_ack`
+        per `produce_send`), load consumers catch up with what is committed now (`consumer_done`
+        says whether they did), and, when records were produced, a final read of every partition
+        (`final_read`)."""
+        cluster = self.cluster
         for name in self.producers:
-            role = self.role(name)
-            if role is not None:
-                yield from role.acked_batches
+            cluster.invoke(name, lambda role, now: role.abandon(now))
+        partitions = [(t.name, p) for t in cluster.scenario.topics for p in range(t.partitions)]
+        if self.load_consumers:
+            self._catch_up(partitions)
+        if self.view.producers:
+            self._final_read(partitions)
 
-    def counters(self, *, with_lost: bool = True) -> dict[str, int]:
-        acked = failed = consumed = 0
-        for name in self.producers:
-            role = self.role(name)
-            if role is not None:
-                acked += role.acked
-                failed += role.failed
-        for name in self.consumers:
-            role = self.role(name)
-            if role is not None:
-                consumed += role.consumed
-        out = {"acked": acked, "failed": failed, "consumed": consumed}
-        if with_lost:
-            out["acked_lost"] = self.acked_lost()  # a scan of every acknowledged batch
-        return out
+    def _catch_up(self, partitions: list[tuple[str, int]]) -> None:
+        states = self.view.partitions()
+        target = {}
+        for t, p in partitions:
+            hwm = states[f"{t}-{p}"].hwm if f"{t}-{p}" in states else None
+            target[(t, p)] = hwm if isinstance(hwm, int) else 0
 
-    def produce_latency(self) -> LatencyHistogram:
-        """Every producer's acknowledged records, handed over -> acknowledged."""
-        merged = LatencyHistogram()
-        for name in self.producers:
-            role = self.role(name)
-            if role is not None:
-                merged.add(role.latency)
-        return merged
+        def caught_up(name: str) -> bool:
+            read_to = self.view.read_to.get(name, {})
+            return all(read_to.get(key, 0) >= end for key, end in target.items())
+
+        self.cluster.run_until(lambda: all(caught_up(n) for n in self.load_consumers), CATCH_UP_MS)
+        for name in self.load_consumers:
+            done = caught_up(name)
+            self.cluster.invoke(name, lambda role, now, done=done: role.stop_following(done))
+
+    def _final_read(self, partitions: list[tuple[str, int]]) -> None:
+        """Each partition from its leader, or, when it has none, from every running replica."""
+        cluster, view = self.cluster, self.view
+        states, brokers = view.partitions(), view.brokers()
+        plan: list[tuple[str, int, int, str]] = []
+        for t, p in partitions:
+            state = states.get(f"{t}-{p}")
+            if state is None:
+                continue
+            if state.leader is not None and brokers[state.leader].alive:
+                plan.append((t, p, state.leader, "leader"))
+            else:
+                plan += [(t, p, b, "replica") for b in state.replicas if brokers[b].alive]
+        deadline = cluster.now_ms + FINAL_READ_MS
+        before = len(view.final_reads_done)
+        for t, p, broker, source in plan:
+            self.next_command += 1
+            cmd = ConsumeCommand(self.next_command, t, p, 0, None, broker=broker, final_source=source, deadline_ms=deadline)
+            cluster.invoke(CONSUMER, lambda role, now, cmd=cmd: role.submit(cmd, now))
+        cluster.run_until(lambda: len(view.final_reads_done) - before >= len(plan), FINAL_READ_MS + SETTLE_MS)
+
+    # --- the history's figures ---------------------------------------------------------------------
+
+    def produce_latency(self):
+        """Every acknowledged record, handed over -> acknowledged (from the `produce_ack`s)."""
+        return self.view.latency
 
     def load_stats(self) -> dict[str, float] | None:
-        """What the background load achieved: records acknowledged and failed, and acknowledged
-        records per second of load (from its start to its end, or to now). None without load."""
-        now = self.cluster.now_ms
-        acked = failed = 0
-        windows = []
-        for name in self.producers:
-            role = self.role(name)
-            plan = None if role is None else role.last_load
-            if plan is None:
-                continue
-            progress = role.commands[plan.command_id]
-            acked += progress.acked
-            failed += progress.failed
-            windows.append((plan.start_ms, now if plan.until_ms is None else min(plan.until_ms, now)))
-        if not windows:
-            return None
-        duration_ms = max(max(end for _, end in windows) - min(start for start, _ in windows), 1.0)
-        return {"acked": acked, "failed": failed, "duration_ms": round(duration_ms, 1), "acked_per_s": round(acked * 1000.0 / duration_ms, 1)}
-
-    def acked_lost(self) -> int:
-        """Acknowledged acks=all records missing from the partition's log now: the current
-        leader's, or, while the partition is offline, every running replica's."""
-        lost = 0
-        logs = self.cluster.partition_logs()
-        for b in self.acked_batches():
-            if b.acks != -1:
-                continue
-            leader_log, replica_logs = logs.get((b.topic, b.partition), (None, []))
-            candidates = [leader_log] if leader_log is not None else replica_logs
-            if not any(log.holds(b.base_offset, b.count, b.crc) for log in candidates):
-                lost += b.count
-        return lost
-
-
+        return self.view.load_stats()
 
 
 def _stop_reading(role, command_id: int) -> list:

@@ -65,6 +65,8 @@ def resolve_source(arg: str) -> Path:
     library = library_scenarios()
     if arg in library:
         return library[arg]
+    if path.is_dir():  # it exists, so "no such file" would mislead
+        raise ScenarioError(arg, [Problem("", "is a directory; expected a scenario YAML file or a library scenario name")])
     if path.suffix in (".yaml", ".yml") or "/" in arg:
         raise ScenarioError(arg, [Problem("", "no such file")])
     raise ScenarioError(arg, [Problem("", f"no such file or library scenario (library: {', '.join(library) or 'empty'})")])

@@ -29,13 +29,13 @@ def one_broker_scenario(storage: str):
 
 
 def leo(cluster: RayCluster) -> int | None:
-    replica = cluster.replica_on(1, "t", 0)
+    replica = cluster.view().replica("t-0", 1)
     return None if replica is None else replica.leo
 
 
 def restart_and_wait_for_log(cluster: RayCluster) -> int | None:
     cluster.restart("b1")
-    assert cluster.run_until(lambda: cluster.replica_on(1, "t", 0) is not None and cluster.view().brokers()[1].fenced is False, 30_000)
+    assert cluster.run_until(lambda: cluster.view().replica("t-0", 1) is not None and cluster.view().brokers()[1].fenced is False, 30_000)
     return leo(cluster)
 
 

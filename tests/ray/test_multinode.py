@@ -62,8 +62,8 @@ def test_hosts_on_distinct_nodes_and_node_loss_is_an_os_crash(three_nodes, tmp_p
         cluster.restart("b2")  # comes back on a surviving node, from its OS-crashed directory
         assert cluster.placement_report()["b2"] != lost_node
         assert cluster.run_until(lambda: view.partitions()["t-0"].isr == [1, 2, 3], 60_000)
-        assert cluster.clients.acked_lost() == 0
-        assert cluster.clients.counters(with_lost=False)["acked"] == 20
+        assert view.acked_lost() == 0
+        assert view.acked() == 20
         assert cluster.violations() == []
     finally:
         cluster.close()

@@ -11,7 +11,7 @@ from actors.runtime.sim.cluster import SimCluster
 from controller_quorum.requests import AlterPartitionRequest
 from kraftlab.runner import run_scenario
 from kraftlab.scenario.loading import load_scenario, validate
-from observability.event_log import read_events
+from observability.history import read_rows
 
 
 def run_yaml(tmp_path, body: str, **overrides):
@@ -20,7 +20,7 @@ def run_yaml(tmp_path, body: str, **overrides):
     if overrides:
         scenario = scenario.model_copy(update=overrides)
     result = run_scenario(scenario, source="inline.yaml", out_dir=tmp_path / "run")
-    return result.summary, read_events(result.run_dir / "events")
+    return result.summary, read_rows(result.run_dir / "events")
 
 
 def assert_ok(summary):
@@ -67,15 +67,15 @@ def test_a_silent_broker_is_fenced_after_the_session_timeout_and_unfenced_with_t
         """,
     )
     assert_ok(summary)
-    epochs = {e["fields"]["epoch"] for e in events if e["kind"] in ("broker_fenced", "broker_unfenced") and e["fields"].get("broker") == 2}
+    epochs = {e["epoch"] for e in events if e["kind"] in ("broker_fenced", "broker_unfenced") and e.get("broker") == 2}
     assert len(epochs) == 1  # §6.5.1: fencing alone does not end a broker epoch
     # Every voter reports each committed registration change of broker 2 (what a wait_for on a
     # broker also reads, workloads/committed_history.py): once fenced, then unfenced.
-    reports = [e for e in events if e["kind"] == "broker_state" and e["fields"]["broker"] == 2]
-    by_offset = {e["fields"]["offset"]: e["fields"]["fenced"] for e in reports}
+    reports = [e for e in events if e["kind"] == "broker_change" and e["broker"] == 2]
+    by_offset = {e["metadata_offset"]: e["fenced"] for e in reports}
     assert list(by_offset.values())[-2:] == [True, False]
     fenced_at = [offset for offset, fenced in by_offset.items() if fenced][-1]
-    assert {e["node"] for e in reports if e["fields"]["offset"] == fenced_at} == {"c1", "c2", "c3"}
+    assert {e["node"] for e in reports if e["metadata_offset"] == fenced_at} == {"c1", "c2", "c3"}
 
 
 def test_a_restarted_broker_gets_a_new_epoch_only_after_the_old_one_was_fenced(tmp_path):
@@ -93,13 +93,13 @@ def test_a_restarted_broker_gets_a_new_epoch_only_after_the_old_one_was_fenced(t
         """,
     )
     assert_ok(summary)
-    registered = [e for e in events if e["kind"] == "broker_registered" and e["node"].startswith("c") and e["fields"]["broker"] == 1]
+    registered = [e for e in events if e["kind"] == "registration_accepted" and e["broker"] == 1]
     assert len(registered) == 2
     first, second = registered
-    assert second["fields"]["epoch"] > first["fields"]["epoch"]
-    assert second["fields"]["clean"] is False  # no clean-shutdown marker: an unclean restart
-    fenced_at = next(e["at_ms"] for e in events if e["kind"] == "broker_fenced" and e["fields"].get("broker") == 1)
-    assert second["at_ms"] > fenced_at
+    assert second["epoch"] > first["epoch"]
+    assert second["clean"] is False  # no clean-shutdown marker: an unclean restart
+    fenced_at = next(e["time_ms"] for e in events if e["kind"] == "broker_fenced" and e.get("broker") == 1)
+    assert second["time_ms"] > fenced_at
 
 
 def test_controlled_shutdown_moves_leadership_away_then_stops_and_the_restart_is_clean(tmp_path):
@@ -121,8 +121,8 @@ def test_controlled_shutdown_moves_leadership_away_then_stops_and_the_restart_is
     )
     # b1 is not back in t-0's ISR (that needs the data plane), so the preferred election keeps 2.
     assert_ok(summary)
-    registered = [e for e in events if e["kind"] == "broker_registered" and e["node"].startswith("c") and e["fields"]["broker"] == 1]
-    assert registered[-1]["fields"]["clean"] is True
+    registered = [e for e in events if e["kind"] == "registration_accepted" and e["broker"] == 1]
+    assert registered[-1]["clean"] is True
 
 
 def test_a_dynamic_min_isr_change_clears_the_elr(tmp_path):
@@ -182,14 +182,13 @@ def alter_partition_world(**protocol):
 
 
 def send_alter_partition(cluster, new_isr_epochs, partition_epoch=None):
-    view = cluster.view()
-    image = view.image()
+    image = cluster.image()
     part = image.partitions[("t", 0)]
     leader = part.leader
-    name, _ = cluster.active_controller()
+    name = f"c{cluster.view().quorum().leader}"
     seen = len(cluster.sim.trace.sinks)
     rejected = []
-    cluster.sim.trace.sinks.append(lambda r: rejected.append(r[3]["error"]) if r[2] == "alter_partition_rejected" else None)
+    cluster.sim.trace.sinks.append(lambda r: rejected.append(r.event.error) if r.kind == "alter_partition_rejected" else None)
     req = AlterPartitionRequest(
         leader, image.brokers[leader].epoch, "t", 0, part.leader_epoch,
         part.partition_epoch if partition_epoch is None else partition_epoch, tuple(new_isr_epochs), part.leader_recovery_state,
@@ -197,12 +196,12 @@ def send_alter_partition(cluster, new_isr_epochs, partition_epoch=None):
     cluster.sim.transmit(Envelope(f"b{leader}", name, req))
     cluster.sim.run_for(500)
     del cluster.sim.trace.sinks[seen:]
-    return rejected, cluster.view().image().partitions[("t", 0)]
+    return rejected, cluster.image().partitions[("t", 0)]
 
 
 def test_alter_partition_with_a_stale_partition_epoch_is_rejected():
     cluster = alter_partition_world()
-    img = cluster.view().image()
+    img = cluster.image()
     epochs = {b: img.brokers[b].epoch for b in (1, 2, 3)}
     rejected, part = send_alter_partition(cluster, [(1, epochs[1]), (2, epochs[2])], partition_epoch=99)
     assert rejected == ["INVALID_UPDATE_VERSION"] and part.isr == (1, 2, 3)
@@ -210,7 +209,7 @@ def test_alter_partition_with_a_stale_partition_epoch_is_rejected():
 
 def test_alter_partition_shrink_is_accepted_and_bumps_the_partition_epoch():
     cluster = alter_partition_world()
-    img = cluster.view().image()
+    img = cluster.image()
     before = img.partitions[("t", 0)]
     rejected, part = send_alter_partition(cluster, [(1, img.brokers[1].epoch), (2, img.brokers[2].epoch)])
     assert rejected == [] and part.isr == (1, 2)
@@ -220,7 +219,7 @@ def test_alter_partition_shrink_is_accepted_and_bumps_the_partition_epoch():
 @pytest.mark.parametrize("switch,expected", [(True, ["INELIGIBLE_REPLICA"]), (False, [])])
 def test_adding_a_replica_with_a_stale_broker_epoch_is_ineligible_unless_kip_903_is_off(switch, expected):
     cluster = alter_partition_world(broker_epoch_in_alter_partition=switch)
-    img = cluster.view().image()
+    img = cluster.image()
     # b3 stops fetching from the leader (b1), so the real leader does not add it back itself.
     cluster.sim.network.link("b3", "b1", drop=1.0)
     _, part = send_alter_partition(cluster, [(1, img.brokers[1].epoch), (2, img.brokers[2].epoch)])
@@ -233,10 +232,10 @@ def test_adding_a_replica_with_a_stale_broker_epoch_is_ineligible_unless_kip_903
 
 def test_adding_a_fenced_replica_is_ineligible():
     cluster = alter_partition_world()
-    img = cluster.view().image()
+    img = cluster.image()
     send_alter_partition(cluster, [(1, img.brokers[1].epoch), (2, img.brokers[2].epoch)])
     cluster.sim.network.isolate("b3")
     cluster.sim.run_for(12_000)
-    assert cluster.view().image().brokers[3].fenced
+    assert cluster.image().brokers[3].fenced
     rejected, part = send_alter_partition(cluster, [(1, img.brokers[1].epoch), (2, img.brokers[2].epoch), (3, img.brokers[3].epoch)])
     assert rejected == ["INELIGIBLE_REPLICA"] and part.isr == (1, 2)

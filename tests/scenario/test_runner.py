@@ -12,7 +12,7 @@ from actors.broker_node import BrokerNode
 from kraftlab.cli import main
 from kraftlab.scenario.loading import load_scenario
 from kraftlab.scenario.schema import Scenario
-from observability.event_log import read_events
+from observability.history import read_rows
 
 SUMMARY_KEYS = {"scenario", "seed", "runtime", "ok", "failures", "violations", "stats", "final", "replay"}
 STATS_KEYS = {"acked", "failed", "acked_lost", "consumed", "elections_clean", "elections_unclean", "events", "sim_ms", "wall_s", "trace_hash"}
@@ -53,11 +53,18 @@ def test_a_library_scenario_writes_a_complete_run_directory(tmp_path):
     assert as_run["cluster"]["config"]["replica.lag.time.max.ms"] == 30000
     original, _ = load_scenario("sim-faults-smoke")
     assert Scenario.model_validate(as_run) == original
-    # The event streams hold the history, one file per node, merged back in order.
-    events = read_events(out / "events")
-    assert [e["seq"] for e in events] == list(range(len(events))) == list(range(summary["stats"]["events"]))
-    kinds = [(e["node"], e["kind"]) for e in events]
-    assert ("b1", "crash") in kinds and ("b3", "process_stop") in kinds
+    # The history (Parquet, files per node) holds every row the summary counts, each node's rows
+    # numbered per incarnation from 0 without a gap.
+    events = read_rows(out / "events")
+    assert len(events) == summary["stats"]["events"]
+    by_process: dict[tuple[str, int], list[int]] = {}
+    for e in events:
+        by_process.setdefault((e["node"], e["incarnation"]), []).append(e["node_seq"])
+    assert all(sorted(seqs) == list(range(len(seqs))) for seqs in by_process.values())
+    assert ("b1", 1) in by_process  # b1 restarted once
+    faults = [(e["fault"], e["target"]) for e in events if e["kind"] == "fault"]
+    assert ("crash_os", "b1") in faults and ("crash_disk", "b2") in faults and ("shutdown", "b3") in faults
+    assert any(e["node"] == "b3" and e["kind"] == "process_stop" for e in events)
     # Nothing half-written is left beside it.
     assert [p.name for p in tmp_path.iterdir()] == ["run"]
 
@@ -93,9 +100,9 @@ def test_a_failed_expectation_exits_1_names_the_step_and_prints_the_replay(tmp_p
     assert summary["failures"] == [{"step": 2, "kind": "expect", "detail": "broker 2: alive: expected true, got false"}]
     assert f"replay: kraftlab run {path} --seed 9 --runtime sim" in " ".join(result.output.split())
     # The run stopped at the failing step: no time passed after it.
-    events = read_events(tmp_path / "run" / "events")
-    assert events[-1]["kind"] == "step_failed"
-    assert events[-1]["at_ms"] == pytest.approx(summary["stats"]["sim_ms"], abs=0.001)
+    events = [e for e in read_rows(tmp_path / "run" / "events") if e["node"] == "driver"]
+    assert [e["kind"] for e in events[-2:]] == ["step_failed", "steps_done"]
+    assert events[-1]["time_ms"] == pytest.approx(summary["stats"]["sim_ms"], abs=0.001)
 
 
 def test_wait_for_times_out_with_what_it_saw(tmp_path):

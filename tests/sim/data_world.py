@@ -15,10 +15,10 @@ from dataclasses import replace
 import yaml
 
 from actors.runtime.sim.cluster import SimCluster
-from actors.runtime.sim.disruption import QuorumDisruption
 from actors.runtime.sim.faults import heal_everything, schedule_faults
 from kraftlab.scenario.loading import validate
 from kraftlab.scenario.schema import LoadArgs
+from observability.checks import QuorumDisruption
 from workloads.faults import FaultProfile, FaultSchedule
 
 SAFETY_MS = 30_000
@@ -51,14 +51,15 @@ SLOW_LINKS = replace(PROFILE, kinds=("crash_os", "link", "link", "isolate"), mea
 
 
 def run_seed(
-    seed: int, *, safety_ms: float = SAFETY_MS, profile: FaultProfile = PROFILE, rate_per_s: float = 50, brokers_only: bool = False, **protocol
+    seed: int, *, safety_ms: float = SAFETY_MS, profile: FaultProfile = PROFILE, rate_per_s: float = 50, brokers_only: bool = False,
+    cluster_class: type[SimCluster] = SimCluster, **protocol
 ):
     raw = yaml.safe_load(SCENARIO)
     raw["seed"] = seed
     raw["cluster"]["protocol"] = protocol
-    cluster = SimCluster(validate(raw, "data-sweep.yaml"))
+    cluster = cluster_class(validate(raw, "data-sweep.yaml"))
     sim = cluster.sim
-    sim.add_invariant_set(QuorumDisruption(sim, cluster.settings.voters).check)
+    sim.add_invariant_set(QuorumDisruption(cluster.checks.quorum, lambda: sim.now_ms).check)
     cluster.clients.load(LoadArgs(producers=1, consumers=1, rate_per_s=rate_per_s, acks="all"), {"t": 2})
     nodes = tuple(n for n in sim.nodes if n[0] in ("b" if brokers_only else "bc") and n[1:].isdigit())
     profile = replace(profile, duration_ms=safety_ms)
@@ -67,11 +68,11 @@ def run_seed(
     sim.run_until(start + safety_ms)
     heal_everything(sim, tuple(n for n in sim.nodes if n[0] in "bc" and n[1:].isdigit()))
     healed = sim.now_ms
-    acked_at_heal = cluster.clients.counters(with_lost=False)["acked"]
+    acked_at_heal = cluster.view().acked()
 
     def recovered() -> bool:
         parts = cluster.view().partitions()
-        return all(p.leader is not None for p in parts.values()) and cluster.clients.counters(with_lost=False)["acked"] > acked_at_heal + rate_per_s
+        return all(p.leader is not None for p in parts.values()) and cluster.view().acked() > acked_at_heal + rate_per_s
 
     ok = sim.run_until(healed + BOUND_MS, stop=recovered)
     return cluster, ok, sim.now_ms - healed

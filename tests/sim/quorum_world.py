@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from actors.controller_node import ControllerNode
-from actors.runtime.sim.quorum_watch import watch_quorum
+from actors.runtime.sim.history import report_survivors
 from actors.runtime.sim.simulator import SimConfig, Simulator
 from actors.settings import ClusterSettings
 from kraftlab.scenario.schema import ClusterSpec
+from observability.checks import QuorumChecks
 from storage.modes import StorageMode
 
 
@@ -17,7 +18,10 @@ def quorum_world(seed: int = 0, *, voters: int = 3, storage: str = "page_cache",
     for v in settings.voters:
         sim.add_host(v, StorageMode(storage))
         sim.add_node(v, v, lambda ctx: ControllerNode(ctx, settings), start=False)
-    sim.quorum_invariants = watch_quorum(sim, settings.voters, prevote=settings.protocol.prevote)
+    checks = QuorumChecks(settings.voters, prevote=settings.protocol.prevote)
+    sim.trace.sinks.append(checks)
+    sim.add_invariant_set(checks.check)
+    report_survivors(sim)
     for v in settings.voters:
         sim.start(v)
     return sim

@@ -23,7 +23,7 @@ BEYOND_TOLERANCE_ALLOWED = {"LeaderCompleteness", "TrueHWMMonotonic", "Consisten
 
 
 def unexcused(cluster) -> dict[str, str]:
-    beyond = {f"{t}-{p}" for t, p in cluster.partition_invariants.beyond_tolerance}
+    beyond = {f"{t}-{p}" for t, p in cluster.checks.partitions.beyond_tolerance}
     return {
         name: v.detail
         for name, v in cluster.sim.violations.items()
@@ -39,8 +39,8 @@ def seed_outcome(seed: int, world: dict, protocol: dict) -> dict:
         "unexcused": unexcused(cluster),
         "ok": ok,
         "took": took,
-        "beyond": bool(cluster.partition_invariants.beyond_tolerance),
-        "acked": cluster.clients.counters(with_lost=False)["acked"],
+        "beyond": bool(cluster.checks.partitions.beyond_tolerance),
+        "acked": cluster.view().acked(),
     }
 
 

@@ -1,11 +1,13 @@
-"""The availability figures: offline and under-min-ISR time from the voters' partition_state events."""
+"""The availability figures: offline and under-min-ISR time from the voters' partition_change events."""
 
-from actors.clients.latency import LatencyHistogram
+from observability.latency import LatencyHistogram
 from observability.availability import AvailabilityTracker
+from observability.events import EventRecord, PartitionChange
 
 
 def state(tracker, at_ms, epoch, leader, under, node="c1"):
-    tracker((at_ms, node, "partition_state", {"partition": "t-0", "partition_epoch": epoch, "leader": leader, "isr": [], "under_min_isr": under}))
+    change = PartitionChange("t", 0, leader, epoch, epoch, (1, 2, 3), (), (), (), 10 + epoch, under, 2, "RECOVERED", "test")
+    tracker(EventRecord(at_ms, node, 0, epoch, change))
 
 
 def test_offline_and_under_min_isr_time_add_up_per_condition():

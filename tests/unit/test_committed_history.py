@@ -3,19 +3,20 @@ began matched (workloads/committed_history.py): on Ray a state that lasts less t
 otherwise missed."""
 
 from kraftlab.scenario.schema import Condition
+from observability.events import BrokerChange, EventRecord, PartitionChange
 from workloads.committed_history import CommittedHistory
 
 
 def reported(history: CommittedHistory, partition: str, leader, isr, elr=(), epoch=0, at_ms=0.0):
-    fields = {
-        "partition": partition, "partition_epoch": epoch, "leader": leader, "leader_epoch": epoch,
-        "replicas": [1, 2, 3], "isr": list(isr), "elr": list(elr), "last_known_elr": [], "under_min_isr": len(isr) < 2,
-    }
-    history((at_ms, "c1", "partition_state", fields))
+    topic, p = partition.rsplit("-", 1)
+    change = PartitionChange(
+        topic, int(p), leader, epoch, epoch, (1, 2, 3), tuple(isr), tuple(elr), (), 100 + epoch, len(isr) < 2, 2, "RECOVERED", "test"
+    )
+    history(EventRecord(at_ms, "c1", 0, 0, change))
 
 
 def broker_reported(history: CommittedHistory, broker: int, epoch: int, fenced: bool, offset: int, voter="c1"):
-    history((0.0, voter, "broker_state", {"broker": broker, "epoch": epoch, "fenced": fenced, "offset": offset}))
+    history(EventRecord(0.0, voter, 0, 0, BrokerChange(broker, epoch, fenced, offset)))
 
 
 def cond(**keys) -> Condition:

@@ -99,19 +99,26 @@ def test_no_change_returns_none():
 
 
 def test_the_metadata_invariants_catch_a_bad_shape_a_fenced_isr_member_and_an_epoch_going_back():
-    from dataclasses import replace
+    from observability.checks import MetadataChecks
+    from observability.events import BrokerChange, EventRecord, PartitionChange
 
-    from controller_quorum.metadata import MetadataImage
-    from controller_quorum.metadata_invariants import MetadataInvariants
+    checks = MetadataChecks(elr_enabled=True)
+    offset = iter(range(10, 100))
 
-    img = MetadataImage(brokers=brokers(fenced=(3,)), partitions={("t", 0): part(isr=(1, 2), elr=(3,))}, offset=5)
-    checks = MetadataInvariants(lambda: img, lambda topic, i, rf: ELR_ON, elr_enabled=True)
-    assert set(checks.check()) == {"IsrElrShape"}  # ELR not empty while ISR >= MinISR
-    img.partitions[("t", 0)] = part(isr=(1, 3), elr=())
-    img.offset = 6
-    assert set(checks.check()) == {"NoFencedInIsr"}
-    img.partitions[("t", 0)] = replace(part(isr=(1, 2)), leader_epoch=1)
-    img.offset = 7
-    assert set(checks.check()) == {"MonotonicEpochs"}
-    img.offset = 7
+    def commit(*events):
+        for ev in events:
+            ev = ev._replace(metadata_offset=next(offset))
+            for voter in ("c1", "c2"):  # every voter reports each record
+                checks(EventRecord(0.0, voter, 0, 0, ev))
+        return set(checks.check())
+
+    def state(isr, elr=(), leader_epoch=5, partition_epoch=7):
+        return PartitionChange("t", 0, 1, leader_epoch, partition_epoch, (1, 2, 3), isr, elr, (), 0, False, 2, "RECOVERED", "test")
+
+    assert commit(BrokerChange(3, 4, True, 0), state(isr=(1, 2), elr=(3,))) == {"IsrElrShape"}  # ELR not empty while ISR >= MinISR
+    assert commit(state(isr=(1, 3), partition_epoch=8)) == {"NoFencedInIsr"}
+    assert commit(state(isr=(1, 2), leader_epoch=1, partition_epoch=9)) == {"MonotonicEpochs"}
     assert checks.check() == {}  # nothing new committed: nothing re-checked
+    # A broker fenced and taken out of the ISR by records committed together is never judged in between.
+    assert commit(state(isr=(1, 2), leader_epoch=6, partition_epoch=10)) == set()
+    assert commit(BrokerChange(2, 5, True, 0), state(isr=(1,), elr=(2,), leader_epoch=6, partition_epoch=11)) == set()

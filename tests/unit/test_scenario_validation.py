@@ -140,6 +140,14 @@ def test_a_missing_file_or_unknown_library_name_exits_2(tmp_path):
     assert result.exit_code == 2 and "library" in result.output
 
 
+def test_a_directory_is_refused_as_a_directory_not_as_missing(tmp_path):
+    result = CliRunner().invoke(main, ["run", str(tmp_path)])
+    message = " ".join(result.output.split())
+    assert result.exit_code == 2
+    assert str(tmp_path) in message and "is a directory" in message and "no such file" not in message
+    assert "a scenario YAML file or a library scenario name" in message
+
+
 def test_the_installed_command_exits_2_on_invalid_input(tmp_path):
     """The real process exit code, not just click's in-process one."""
     path = tmp_path / "bad.yaml"

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ from ray.exceptions import RayActorError
 
 from actors.contract import Envelope
 from actors.runtime.network import NetworkFaults
+from actors.survivors import survivors
 from storage.modes import CrashKind, StorageMode
 
 from . import file_store
@@ -29,6 +32,14 @@ from .role_specs import RoleSpec
 NODE_LABEL = "ray.io/node-id"
 HOST_UP_MARKER = ".host_up"
 ACTOR_OPTIONS = {"num_cpus": 0, "max_restarts": 0, "max_concurrency": 1000}
+# `ray.kill` returns while the actor's process lives on for some milliseconds (tens, on a loaded
+# machine), still able to write: whoever cuts or removes its files first waits for its end.
+PROCESS_END_TIMEOUT_S = 10.0
+
+
+# The logs folder of the Ray session this process started (None when it joined a cluster, whose
+# logs stay on its machines): an embedded run copies what Ray wrote there into its run directory.
+_embedded_logs: Path | None = None
 
 
 def _on_node(node_id: str) -> dict[str, Any]:
@@ -38,16 +49,58 @@ def _on_node(node_id: str) -> dict[str, Any]:
 # --- driver side ------------------------------------------------------------------------------
 
 
+def ray_init_arguments(address: str | None, environ: Mapping[str, str]) -> dict[str, Any]:
+    """`ray.init`'s arguments: join `address` (or RAY_ADDRESS); with neither, start an embedded
+    local Ray. Its address is "local", not None: a plain `ray.init()` joins the cluster that
+    `ray start` last recorded on this machine (contract.md: only `--address` or RAY_ADDRESS join)."""
+    address = address or environ.get("RAY_ADDRESS") or None
+    if address is None:
+        return {"address": "local", "include_dashboard": False, "logging_level": "ERROR", "log_to_driver": False}
+    return {"address": address, "logging_level": "ERROR", "log_to_driver": False}
+
+
 def connect(address: str | None) -> dict[str, Any]:
     """Join the cluster at `address` (or RAY_ADDRESS); with neither, start an embedded local Ray."""
     if ray.is_initialized():
         return {"address": "already connected", "embedded": False}
-    address = address or os.environ.get("RAY_ADDRESS") or None
-    if address is None:
-        ray.init(include_dashboard=False, logging_level="ERROR", log_to_driver=False)
-    else:
-        ray.init(address=address, logging_level="ERROR", log_to_driver=False)
-    return {"address": address or "local", "embedded": address is None}
+    global _embedded_logs
+    arguments = ray_init_arguments(address, os.environ)
+    ray.init(**arguments)
+    _keep_ray_off_the_console()
+    embedded = arguments["address"] == "local"
+    if embedded:
+        _embedded_logs = Path(ray._private.worker._global_node.get_logs_dir_path())
+    return {"address": arguments["address"], "embedded": embedded}
+
+
+def _keep_ray_off_the_console() -> None:
+    """A Ray driver prints on stdout whatever the raylets push to it, whatever `log_to_driver`
+    says: with a dozen actors per run on few CPUs, warnings such as "N PYTHON worker processes
+    have been started" by the dozen. Turn that printing off, as Ray's own debugger does
+    (ray/util/rpdb.py). The same lines stay in Ray's session logs (raylet.out), which an embedded
+    run copies into its run directory; Ray's errors in this process still reach stderr
+    (`logging_level="ERROR"`), and a dead actor shows in the run's own results."""
+    ray._private.worker._worker_logs_enabled = False
+
+
+def copy_embedded_logs(destination: Path, since: float) -> bool:
+    """Copy into `destination` the log files the embedded Ray wrote since `since` (a `time.time()`):
+    Ray's session logs, those of its system processes and of every worker, this run's among them.
+    False when this process started no Ray."""
+    if _embedded_logs is None:
+        return False
+    for folder, _, files in os.walk(_embedded_logs):
+        for name in files:
+            source = Path(folder) / name
+            target = destination / source.relative_to(_embedded_logs)
+            try:
+                if not source.is_file() or source.stat().st_mtime < since:
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(source, target)
+            except OSError:  # rotated or removed meanwhile: Ray goes on writing its logs
+                continue
+    return True
 
 
 def alive_nodes() -> list[dict[str, Any]]:
@@ -91,32 +144,67 @@ def create_agent(host: str, node_id: str, root: str, mode: StorageMode, epoch_s:
 def create_client(name: str, spec: RoleSpec, node_id: str, root: str, epoch_s: float, seed: int):
     """A client node: no host agent (clients have no data worth a failure domain)."""
     return NodeActor.options(**ACTOR_OPTIONS, **_on_node(node_id)).remote(
-        name, spec, str(Path(root) / name), StorageMode.PAGE_CACHE.value, epoch_s, seed
+        name, spec, str(Path(root) / name), StorageMode.PAGE_CACHE.value, epoch_s, seed, 0
     )
+
+
+def driver_node() -> str:
+    """The Ray node this driver runs on."""
+    return ray.get_runtime_context().get_node_id()
 
 
 def node_is_alive(node_id: str) -> bool:
     return any(n["node_id"] == node_id for n in alive_nodes())
 
 
+def process_is_running(pid: int) -> bool:
+    """Whether process `pid` of this machine still runs (a zombie has ended: it runs no code).
+    Read from /proc: Linux only; elsewhere every process counts as ended."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"  # the state follows the command name
+
+
+def wait_for_processes_to_end(pids, timeout_s: float = PROCESS_END_TIMEOUT_S) -> list[int]:
+    """Wait until none of `pids` runs (at most `timeout_s`); the ones still running."""
+    deadline = time.monotonic() + timeout_s
+    running = [pid for pid in pids if process_is_running(pid)]
+    while running and time.monotonic() < deadline:
+        time.sleep(0.005)
+        running = [pid for pid in running if process_is_running(pid)]
+    return running
+
+
 def shutdown() -> None:
+    global _embedded_logs
     if ray.is_initialized():
         ray.shutdown()
+    _embedded_logs = None
 
 
 # --- the actors ---------------------------------------------------------------------------------
+
+
+async def _answer_or_none(ref, timeout_s: float = 30.0):
+    """A call's answer, or None if the actor died first or did not answer in time."""
+    try:
+        return await asyncio.wait_for(ref, timeout_s)
+    except Exception:  # noqa: BLE001 - a dead or stuck actor: no answer
+        return None
 
 
 @ray.remote
 class NodeActor:
     """One broker, controller voter or client: a thin shell around `NodeProcess`."""
 
-    def __init__(self, name: str, spec: RoleSpec, directory: str, mode: str, epoch_s: float, seed: int) -> None:
+    def __init__(self, name: str, spec: RoleSpec, directory: str, mode: str, epoch_s: float, seed: int, incarnation: int) -> None:
         self.name = name
         self.peers: dict[str, Any] = {}
         files = file_store.NodeFiles(Path(directory), StorageMode(mode), dirty_expire_ms=spec.dirty_expire_ms)
         self.process = NodeProcess(
-            name, spec.factory(), files, Clock(epoch_s), self._transport, seed=seed,
+            name, spec.factory(), files, Clock(epoch_s), self._transport, seed=seed, incarnation=incarnation,
             background_flush_interval_ms=spec.background_flush_interval_ms,
         )
 
@@ -129,10 +217,14 @@ class NodeActor:
     async def start(self, peers: dict[str, Any], faults: NetworkFaults) -> dict[str, Any]:
         self.peers = dict(peers)
         self.process.set_faults(faults)
-        info = self.process.start()
-        info["ray_node"] = ray.get_runtime_context().get_node_id()
+        ray_node = ray.get_runtime_context().get_node_id()
+        info = self.process.start(ray_node, os.getpid())
+        info["ray_node"] = ray_node
         info["pid"] = os.getpid()
         return info
+
+    async def pid(self) -> int:
+        return os.getpid()
 
     async def deliver(self, batch: list[tuple[float, Envelope]]) -> None:
         self.process.deliver(batch)
@@ -151,17 +243,21 @@ class NodeActor:
         if not on:
             self.process.events.clear()
 
+    async def freeze(self) -> list:
+        """Stop the process where it is (a crash is about to kill it) and hand over its events."""
+        return self.process.freeze()
+
     async def request_shutdown(self) -> None:
         self.process.request_shutdown()
 
-    async def snapshot(self) -> dict[str, Any]:
-        """The role as it is now (a copy travels to the driver), with the events since the last
-        snapshot and the files a crash could cut now."""
+    async def poll(self, cursor: int) -> dict[str, Any]:
+        """The events from row `cursor` on (those before it are acknowledged: the driver has
+        them), the process's clock now (the driver orders the history by it), whether it ended a
+        controlled shutdown, and its counters. No role state travels: the history is the record."""
         p = self.process
         return {
-            "role": p.role,
-            "events": p.drain_events(),
-            "dirty": p.files.dirty_paths(),
+            "events": p.events_since(cursor),
+            "now_ms": p.clock.now_ms(),
             "stopped": p.stopped,
             "links_idle": p.links_idle(),
             "counters": self._counters(),
@@ -197,6 +293,8 @@ class HostAgent:
         self.mode = StorageMode(mode)
         self.epoch_s = epoch_s
         self.nodes: dict[str, Any] = {}
+        # Each node's process id, asked for at its creation: `_kill` waits for the process's end.
+        self.pids: dict[str, Any] = {}
         # A host that was up when its previous agent vanished (its Ray node was removed) went
         # down like an OS crash: its page cache is gone, so what was not flushed is lost.
         self.recovered_from_os_crash = (self.root / HOST_UP_MARKER).exists()
@@ -212,47 +310,75 @@ class HostAgent:
         return {"ray_node": ray.get_runtime_context().get_node_id(), "recovered_from_os_crash": self.recovered_from_os_crash}
 
     async def close(self) -> None:
-        """The host goes down cleanly (end of run): no crash to apply at the next agent's start."""
+        """The host goes down cleanly (end of run): no crash to apply at the next agent's start.
+        Returns once its nodes' processes have ended."""
         await self._kill(list(self.nodes))
         (self.root / HOST_UP_MARKER).unlink(missing_ok=True)
 
-    async def create_node(self, name: str, spec: RoleSpec, seed: int):
+    async def remove_data(self) -> None:
+        """Remove the host's folder (end of run, after `close`): it is on this agent's machine,
+        which on a multi-node cluster is not the driver's."""
+        file_store.wipe(self.root)
+
+    async def create_node(self, name: str, spec: RoleSpec, seed: int, incarnation: int):
         """Create `name`'s process on this host (the driver starts it once its peers are known)."""
         if name in self.nodes:
             raise RuntimeError(f"{name} is already running on {self.host}")
         actor = NodeActor.options(**ACTOR_OPTIONS, **_on_node(self.node_id)).remote(
-            name, spec, str(self._dir(name)), self.mode.value, self.epoch_s, seed
+            name, spec, str(self._dir(name)), self.mode.value, self.epoch_s, seed, incarnation
         )
         self.nodes[name] = actor
+        self.pids[name] = actor.pid.remote()  # answered once the process is up
         return actor
 
-    async def _kill(self, names) -> None:
+    async def _kill(self, names) -> list:
+        """Kill the processes; returns the events each had not handed over yet (frozen first, so
+        that nothing happens between the last event and the kill). Returns once the processes
+        have ended: one that outlives `ray.kill` by some milliseconds could still write into files
+        a crash is about to cut or a folder about to be removed."""
+        events: list = []
+        pids = []
         for name in list(names):
             actor = self.nodes.pop(name, None)
             if actor is not None:
+                pids.append(await _answer_or_none(self.pids.pop(name)))
+                try:
+                    events += await actor.freeze.remote()
+                except Exception:  # noqa: BLE001 - already dead: its last events are gone with it
+                    pass
                 ray.kill(actor, no_restart=True)
+        await asyncio.to_thread(wait_for_processes_to_end, [pid for pid in pids if pid is not None])
+        return events
 
     async def stopped(self, name: str) -> None:
         """A node finished a clean shutdown: its process exits."""
         await self._kill([name])
 
-    async def crash(self, kind: str, name: str | None = None) -> dict[str, int]:
+    async def crash(self, kind: str, name: str | None = None) -> dict[str, Any]:
+        """Crash one process or the whole host. Returns the killed processes' last `events` and,
+        per node, the bytes the crash took (`lost`)."""
         crash = CrashKind(kind)
         if crash is CrashKind.PROCESS:
-            await self._kill([name])
+            events = await self._kill([name])
+            lost = {}
             if not self.mode.unflushed_survives_process_crash:
-                return file_store.os_crash(self._dir(name))  # its buffer was process memory
-            return {}
-        await self._kill(list(self.nodes))
+                lost = {name: sum(file_store.os_crash(self._dir(name)).values())}  # its buffer was process memory
+            return {"events": events, "lost": lost, "survived": self._survivors([name])}
+        killed = list(self.nodes)
+        events = await self._kill(killed)
+        lost: dict[str, int] = {}
         if crash is CrashKind.DISK:
+            lost = {d.name: file_store.bytes_on_disk(d) for d in sorted(self.root.iterdir()) if d.is_dir()}
             file_store.wipe(self.root)
             self.root.mkdir(parents=True, exist_ok=True)
-            return {}
-        lost: dict[str, int] = {}
-        for node_dir in sorted(p for p in self.root.iterdir() if p.is_dir()):
-            for rel, n in file_store.os_crash(node_dir).items():
-                lost[f"{node_dir.name}/{rel}"] = n
-        return lost
+        else:
+            for node_dir in sorted(p for p in self.root.iterdir() if p.is_dir()):
+                lost[node_dir.name] = sum(file_store.os_crash(node_dir).values())
+        return {"events": events, "lost": lost, "survived": self._survivors(killed)}
+
+    def _survivors(self, names: list[str]) -> list:
+        """What each crashed node's files hold now, as the history tells it (actors/survivors.py)."""
+        return [ev for name in names for ev in survivors(name, file_store.visible_view(self._dir(name)), file_store.durable_view(self._dir(name)))]
 
     async def files(self, name: str, durable: bool) -> dict[str, bytes]:
         """A stopped node's files: as they are, or as an OS crash would leave them."""

@@ -2,9 +2,11 @@
 
 Every broker and controller voter is a host of its own (a failure domain with its own data
 directory and host agent), placed on a Ray node by `placement.assign_hosts`; clients are node
-actors on the head node. The driver polls the actors (`refresh`) for copies of their roles and
-their events; conditions, the summary and the invariant checks read those copies (mirror.py).
-Time is real: `wait` sleeps, `wait_for` polls until its condition holds or its timeout passes.
+actors on the head node. The driver collects the actors' events (`refresh`: each actor's events
+since the driver's cursor, and its clock) and hands them, in time order, to the cluster view and
+the invariant checks (world.py): the same readers as in the simulator, fed the same history. No
+role is ever copied. Time is real: `wait` sleeps, `wait_for` collects until its condition holds or
+its timeout passes.
 """
 
 from __future__ import annotations
@@ -18,24 +20,23 @@ from typing import Any
 
 from actors.runtime.clients import Clients
 from actors.runtime.network import NetworkFaults
-from actors.runtime.readout import RoleCluster, RoleClusterView
-from actors.runtime.sim.partition_watch import PartitionInvariants
-from actors.runtime.sim.quorum_watch import watch_quorum
+from actors.runtime.readout import RoleCluster
 from actors.settings import ClusterSettings
-from controller_quorum.metadata_invariants import MetadataInvariants
+from actors.survivors import survivors
 from kraftlab.scenario.schema import Scenario, split_partition_ref
+from observability.events import CrashLost, Fault, HostMoved, link_target, partition_target
 from storage.modes import CrashKind, StorageMode
 from workloads.runtime_api import StepFailed
 
 from . import adapter, file_store
-from .mirror import MirrorDisk, MirrorHost, MirrorNode, MirrorWorld
+from .world import RayNode, RayWorld
 from .placement import assign_hosts
 from .role_specs import RoleSpec
 
 BOOTSTRAP_TIMEOUT_MS = 90_000.0
 POLL_INTERVAL_MS = 50.0
 CALL_TIMEOUT_S = 30.0
-# An `expect` whose values the polled copies cannot tell yet waits this long for them (steps.py).
+# An `expect` whose values the history cannot tell yet waits this long for them (steps.py).
 UNKNOWN_GRACE_MS = 2_000.0
 
 
@@ -62,13 +63,11 @@ class RayCluster(RoleCluster):
         self._own_data_root = data_root is None
         self.data_root = Path(data_root) if data_root is not None else Path(tempfile.mkdtemp(prefix="kraftlab-data-"))
         self.epoch_s = time.time()
-        self.sim = MirrorWorld(lambda: (time.time() - self.epoch_s) * 1000.0)
+        self.sim = RayWorld(lambda: (time.time() - self.epoch_s) * 1000.0)
         self.sim.trace.sinks.extend(event_sinks)
         self.faults = NetworkFaults()
-        self.quorum_elections = 0
-        self.sim.trace.sinks.append(self._count)
         self.clients: Clients | None = None
-        self._view = RoleClusterView(self)
+        self.watch_history()
         self._next_seed = scenario.seed * 1_000_003
         self._closed = False
         self.observing = True
@@ -83,28 +82,19 @@ class RayCluster(RoleCluster):
         disk = spec.disk
         for name in brokers + voters:
             self.agents[name] = adapter.create_agent(name, self.placement[name], str(self.data_root), self.mode, self.epoch_s)
-            host = MirrorHost(name, MirrorDisk(self.mode, lambda owner, durable, host=name: self._fetch_files(host, owner, durable)))
-            self.sim.hosts[name] = host
-            self.sim.nodes[name] = MirrorNode(name, host)
+            self.sim.nodes[name] = RayNode(name)
             kind = "broker" if name.startswith("b") else "controller"
             self.specs[name] = RoleSpec(kind, self.settings, dirty_expire_ms=disk.dirty_expire_ms, background_flush_interval_ms=disk.background_flush_interval_ms)
         try:
-            handles = adapter.get([self.agents[n].create_node.remote(n, self.specs[n], self._seed()) for n in brokers + voters], CALL_TIMEOUT_S)
+            handles = adapter.get([self.agents[n].create_node.remote(n, self.specs[n], self._seed(), 0) for n in brokers + voters], CALL_TIMEOUT_S)
             for name, handle in zip(brokers + voters, handles, strict=True):
                 self.sim.nodes[name].handle = handle
+            if check_invariants:
+                for check in self.checks.check_sets:
+                    self.sim.add_invariant_set(check)
             self._start_nodes(brokers + voters)
-            quorum = watch_quorum(self.sim, self.settings.voters, prevote=self.settings.protocol.prevote)
-            self.quorum_invariants = quorum
-            metadata_checks = MetadataInvariants(
-                self._view.image, lambda topic, img, rf: self.any_controller().policy(topic, img, rf), elr_enabled=self.settings.protocol.elr
-            )
-            self.sim.add_invariant_set(metadata_checks.check)
             self.bootstrap()
             self.clients = Clients(self)
-            self.partition_invariants = PartitionInvariants(self)
-            self.sim.add_invariant_set(self.partition_invariants.check)
-            if not check_invariants:
-                self.sim.invariant_sets.clear()
         except BaseException:
             self.close()
             raise
@@ -112,10 +102,6 @@ class RayCluster(RoleCluster):
     def _seed(self) -> int:
         self._next_seed += 1
         return self._next_seed
-
-    def _count(self, record) -> None:
-        if record[2] == "raft_leader_elected":
-            self.quorum_elections += 1
 
     # --- processes ----------------------------------------------------------------------------
 
@@ -128,38 +114,25 @@ class RayCluster(RoleCluster):
         for name, info in zip(names, infos, strict=True):
             node = self.sim.nodes[name]
             node.starts += 1
-            node.incarnation += 1
             node.ray_node = info["ray_node"]
-            node.host.disk.forget()
-            self.sim.record(name, "process_start", clean=info["clean"], incarnation=node.incarnation, ray_node=info["ray_node"], pid=info["pid"])
+            node.pid = info["pid"]
         self.refresh()
 
     def _announce(self, name: str) -> None:
         """Tell every other running node where `name`'s new process is."""
         handle = self.sim.nodes[name].handle
-        refs = [n.handle.set_peer.remote(name, handle) for other, n in self.sim.nodes.items() if other != name and n.role is not None]
+        refs = [n.handle.set_peer.remote(name, handle) for other, n in self.sim.nodes.items() if other != name and n.handle is not None]
         adapter.wait_quietly(refs, CALL_TIMEOUT_S)
 
-    def _fetch_files(self, host: str, owner: str, durable: bool) -> dict[str, bytes]:
-        agent = self.agents[host]
-        if agent is None:  # the host's Ray node is gone: read its folder if this machine sees it
-            folder = self.data_root / host / owner
-            return file_store.durable_view(folder) if durable else file_store.visible_view(folder)
-        return adapter.get(agent.files.remote(owner, durable), CALL_TIMEOUT_S)
-
     def _mark_down(self, name: str) -> None:
-        node = self.sim.nodes[name]
-        node.role = None
-        node.handle = None
-        node.incarnation += 1
-        node.host.disk.forget()
+        self.sim.nodes[name].handle = None
 
     # --- polling --------------------------------------------------------------------------------
 
     def stop_observing(self) -> None:
-        """From now on nothing is polled and no event is kept: the actors run unwatched. For
-        benchmarks, once the cluster is up (a role copy per poll would cost more than the load);
-        the mirror keeps the last copies and checks nothing more; `invoke` no longer polls."""
+        """From now on nothing is collected and no event is kept: the actors run unwatched. For
+        benchmarks, once the cluster is up (their events would cost more than the load); the view
+        keeps what it had and nothing more is checked; `invoke` no longer collects."""
         self.observing = False
         adapter.wait_quietly([n.handle.set_recording.remote(False) for n in self.sim.nodes.values() if n.handle is not None], CALL_TIMEOUT_S)
 
@@ -168,43 +141,52 @@ class RayCluster(RoleCluster):
         return adapter.get(self.sim.nodes[name].handle.counters.remote(), CALL_TIMEOUT_S)
 
     def refresh(self) -> None:
-        """Collect every running actor's role copy and events; feed the events to the sinks in time
-        order; run the invariant checks once."""
+        """Collect every running actor's events since the driver's cursor, and hand the history
+        to its readers up to the watermark: the earliest clock the actors answered with (no event
+        older than that can still come)."""
         if not self.observing:
             return
         running = [(name, node) for name, node in self.sim.nodes.items() if node.handle is not None]
-        snaps = adapter.wait_quietly([node.handle.snapshot.remote() for _, node in running], CALL_TIMEOUT_S)
-        events = []
+        trace = self.sim.trace
+        polls = adapter.wait_quietly([node.handle.poll.remote(trace.cursor(name, node.generation)) for name, node in running], CALL_TIMEOUT_S)
+        watermark = self.now_ms
         stopped = []
         lost_hosts = set()
-        for (name, node), snap in zip(running, snaps, strict=True):
-            if snap is None:
+        for (name, node), poll in zip(running, polls, strict=True):
+            if poll is None:
                 # Died under us. If its Ray node is gone, its host went down as in an OS crash.
                 if name in self.agents and not adapter.node_is_alive(self.placement[name]):
                     lost_hosts.add(name)
                 continue
-            node.role = snap["role"]
-            node.counters = snap["counters"]
-            node.host.disk.dirty[name] = set(snap["dirty"])
-            events.extend(snap["events"])
-            if snap["stopped"] and snap["links_idle"]:
+            node.counters = poll["counters"]
+            for record in poll["events"]:
+                trace.collected(record)
+            watermark = min(watermark, poll["now_ms"])
+            if poll["stopped"] and poll["links_idle"]:
                 stopped.append(name)
-        events.sort(key=lambda e: e[0])
-        for record in events:
-            self.sim.trace.event(record)
+        trace.release(watermark)
         for host in sorted(lost_hosts):
             self._host_lost(host)
         for name in stopped:
             if name in self.agents:
                 adapter.get(self.agents[name].stopped.remote(name), CALL_TIMEOUT_S)
             self._mark_down(name)
-        self.sim.check_invariants()
+
+    def settle(self) -> None:
+        """Hand every event collected so far to the history's readers (the end of a run)."""
+        self.refresh()
+        self.sim.trace.release_all()
 
     def _host_lost(self, host: str) -> None:
         """The Ray node under `host` left the cluster: every process of the host died with its page
         cache (an OS crash). A restart brings the host up on another node, from its directory."""
-        self.sim.record(host, "crash", mode=CrashKind.OS.value, host=host, cause="ray_node_lost", ray_node=self.placement[host])
+        self.sim.record(Fault("crash_os", host))
         self._mark_down(host)
+        # The host's disk is on a machine that left: what an OS crash leaves there, if this
+        # machine can read it (one machine's test clusters), else nothing is known to survive.
+        left = file_store.durable_view(self.data_root / host / host)
+        for event in survivors(host, left, left):
+            self.sim.record(event)
         self.agents[host] = None
 
     def _replace_agent(self, host: str) -> None:
@@ -214,22 +196,12 @@ class RayCluster(RoleCluster):
         self.placement[host] = target
         self.agents[host] = adapter.create_agent(host, target, str(self.data_root), self.mode, self.epoch_s)
         info = adapter.get(self.agents[host].where.remote(), CALL_TIMEOUT_S)
-        self.sim.record(host, "host_moved", ray_node=target, recovered_from_os_crash=info["recovered_from_os_crash"])
+        self.sim.record(HostMoved(host, target, not info["recovered_from_os_crash"]))
 
     # --- bring-up -------------------------------------------------------------------------------
 
     def cluster_ready_fields(self) -> dict[str, Any]:
         return {"placement": self.placement_report()}
-
-    def admin(self, call) -> None:
-        """Run an admin call on the active controller, waiting (bounded) for one to exist."""
-        if not self.run_until(lambda: self.active_controller()[0] is not None, BOOTSTRAP_TIMEOUT_MS):
-            raise StepFailed("no active controller to take the admin call")
-        name, _ = self.active_controller()
-        self.invoke(name, lambda role, now: role.admin(call, now))
-        error = self.invoke(name, lambda role, now: role.last_admin_error)
-        if error is not None:
-            raise StepFailed(f"the controller refused: {error}")
 
     def placement_report(self) -> dict[str, str]:
         """Which Ray node each node's process runs on now (the summary's placement)."""
@@ -238,8 +210,7 @@ class RayCluster(RoleCluster):
     # --- what the shared clients need -------------------------------------------------------------
 
     def add_client(self, name: str, kind: str, producer_id: int = 0) -> None:
-        host = MirrorHost(name, MirrorDisk(StorageMode.PAGE_CACHE, lambda owner, durable: {}))
-        node = self.sim.nodes[name] = MirrorNode(name, host)
+        node = self.sim.nodes[name] = RayNode(name)
         self.specs[name] = RoleSpec(kind, self.settings, producer_id=producer_id)
         node.handle = adapter.create_client(name, self.specs[name], self.head_node, str(self.data_root / "clients"), self.epoch_s, self._seed())
         self._announce(name)
@@ -286,26 +257,37 @@ class RayCluster(RoleCluster):
             raise StepFailed(f"{node} has no host to crash (clients do not crash)")
         if self.agents[node] is None:
             raise StepFailed(f"{node}'s host is down (its Ray node left the cluster)")
-        self.refresh()  # the checks judge the crash on the newest copies of the roles
-        self.sim.record(node, "crash", mode=kind.value, host=node)
-        lost = adapter.get(self.agents[node].crash.remote(kind.value, node), CALL_TIMEOUT_S)
+        # The agent freezes the process (the crash happens there), takes its last events, kills
+        # it and cuts its files; the crash joins the history after the process's last event.
+        result = adapter.get(self.agents[node].crash.remote(kind.value, node), CALL_TIMEOUT_S)
+        trace = self.sim.trace
+        for record in result["events"]:
+            trace.collected(record)
+        at_ms = max([self.now_ms, *(r.time_ms for r in result["events"])])
         self._mark_down(node)
-        self.sim.record("runner", "crash_done", node=node, mode=kind.value, bytes_lost=sum(lost.values()))
+        self.sim.record(Fault(f"crash_{kind.value}", node), at_ms)
+        for owner, n in sorted(result["lost"].items()):
+            if n:
+                self.sim.record(CrashLost(owner, n), at_ms)
+        for event in result["survived"]:
+            self.sim.record(event, at_ms)
+        self.refresh()
 
     def restart(self, node: str) -> None:
         if self.sim.is_running(node):
             raise StepFailed(f"{node} is already running")
-        mirror = self.sim.nodes[node]
+        slot = self.sim.nodes[node]
+        self.sim.record(Fault("restart", node))
         if self.agents.get(node) is None:
             self._replace_agent(node)
-        mirror.handle = adapter.get(self.agents[node].create_node.remote(node, self.specs[node], self._seed()), CALL_TIMEOUT_S)
+        slot.handle = adapter.get(self.agents[node].create_node.remote(node, self.specs[node], self._seed(), slot.starts), CALL_TIMEOUT_S)
         self._announce(node)
         self._start_nodes([node])
 
     def shutdown(self, node: str, timeout_ms: float) -> None:
         if not self.sim.is_running(node):
             raise StepFailed(f"{node} is not running")
-        self.sim.record(node, "shutdown_requested")
+        self.sim.record(Fault("shutdown", node))
         adapter.get(self.sim.nodes[node].handle.request_shutdown.remote(), CALL_TIMEOUT_S)
         if not self.run_until(lambda: not self.sim.is_running(node), timeout_ms):
             raise StepFailed(f"{node} did not finish its controlled shutdown within {timeout_ms:g} ms")
@@ -317,22 +299,22 @@ class RayCluster(RoleCluster):
     def isolate(self, node: str) -> None:
         self.faults.isolate(node)
         self._push_faults()
-        self.sim.record("runner", "fault_isolate", node=node)
+        self.sim.record(Fault("isolate", node))
 
     def partition(self, groups: Sequence[Sequence[str]]) -> None:
         self.faults.partition(groups)
         self._push_faults()
-        self.sim.record("runner", "fault_partition", groups=[list(g) for g in groups])
+        self.sim.record(Fault("partition", partition_target(groups)))
 
     def link(self, src: str, dst: str, drop: float, delay_ms: float) -> None:
         self.faults.link(src, dst, drop=drop, delay_ms=delay_ms)
         self._push_faults()
-        self.sim.record("runner", "fault_link", src=src, dst=dst, drop=drop, delay_ms=delay_ms)
+        self.sim.record(Fault("link", link_target(src, dst), drop, delay_ms))
 
     def heal(self, node: str | None) -> None:
         self.faults.heal(node)
         self._push_faults()
-        self.sim.record("runner", "heal", node=node)
+        self.sim.record(Fault("heal", node or "all"))
 
     def protocol_step(self, kind: str, args: Any) -> None:
         if kind == "elect":
@@ -348,7 +330,7 @@ class RayCluster(RoleCluster):
         elif kind == "produce":
             self.clients.produce(args)
         elif kind == "list_offsets":
-            state = self._view.partitions().get(args.partition)
+            state = self.view().partitions().get(args.partition)
             self.clients.list_offsets(args, None if state is None else state.leader)
         elif kind == "consume":
             self.clients.consume(args)
@@ -357,8 +339,12 @@ class RayCluster(RoleCluster):
         else:
             raise StepFailed(f"step `{kind}` is not supported on Ray")
 
-    def record(self, kind: str, **fields: Any) -> None:
-        self.sim.record("runner", kind, **fields)
+    def record(self, event: Any) -> None:
+        self.sim.record(event)
+
+    def stop_checking(self) -> None:
+        """No invariant checks from here on: the run's epilogue only observes."""
+        self.sim.invariant_sets.clear()
 
     def violations(self) -> list[dict[str, Any]]:
         return [v.as_dict() for v in self.sim.violations.values()]
@@ -367,6 +353,7 @@ class RayCluster(RoleCluster):
         counters = [n.counters for n in self.sim.nodes.values()]
         return {
             "events": self.sim.trace.event_count,
+            "events_missing": self.sim.trace.gaps,
             "messages_delivered": sum(c.get("delivered", 0) for c in counters),
             "messages_dropped": sum(c.get("dropped", 0) for c in counters),
             "sim_ms": round(self.now_ms, 3),
@@ -375,15 +362,34 @@ class RayCluster(RoleCluster):
         }
 
     def close(self) -> None:
-        """Stop every actor of the run and remove its data (unless the caller gave the folder)."""
+        """Stop every actor of the run, then remove its data (unless the caller gave the folder).
+
+        In that order: a killed actor's process lives on for some milliseconds and could write
+        again into a folder just removed. Each host agent stops its nodes and waits for their
+        processes to end, then removes its host's folder, which lives on its own Ray node's
+        machine; the driver removes the rest, on this machine: the clients' folders, those of
+        hosts whose Ray node left, and the root."""
         if self._closed:
             return
         self._closed = True
-        for node in self.sim.nodes.values():
+        agents = [agent for agent in self.agents.values() if agent is not None]
+        self._stop_clients()
+        adapter.wait_quietly([agent.close.remote() for agent in agents], CALL_TIMEOUT_S)
+        if self._own_data_root:
+            adapter.wait_quietly([agent.remove_data.remote() for agent in agents], CALL_TIMEOUT_S)
+        for agent in agents:
+            adapter.kill(agent)
+        for node in self.sim.nodes.values():  # whatever an agent that did not answer left running
             if node.handle is not None:
                 adapter.kill(node.handle)
-        for agent in self.agents.values():
-            if agent is not None:
-                adapter.kill(agent)
         if self._own_data_root:
             shutil.rmtree(self.data_root, ignore_errors=True)
+
+    def _stop_clients(self) -> None:
+        """Kill the clients (they have no host agent) and wait for the end of those on this machine,
+        where their folders are."""
+        clients = [node for name, node in self.sim.nodes.items() if name not in self.agents and node.handle is not None]
+        for node in clients:
+            adapter.kill(node.handle)
+        here = adapter.driver_node()
+        adapter.wait_for_processes_to_end([node.pid for node in clients if node.ray_node == here and node.pid is not None])

@@ -399,6 +399,11 @@ def visible_view(root: Path) -> dict[str, bytes]:
     return out
 
 
+def bytes_on_disk(root: Path) -> int:
+    """The total size of the files under a directory (what a disk loss takes)."""
+    return sum(p.stat().st_size for p in Path(root).rglob("*") if p.is_file())
+
+
 def wipe(root: Path) -> None:
     """A disk loss: the directory and everything in it are gone."""
     shutil.rmtree(root, ignore_errors=True)

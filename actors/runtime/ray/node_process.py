@@ -5,7 +5,9 @@ It does for one node what the simulator does for all of them, on asyncio and rea
 - inputs: envelopes delivered in batches (`deliver`), the role's single timer, local calls
   (`invoke`: a client command, an admin call), flush completions;
 - outputs: storage operations applied to `NodeFiles` at once; sends queued per destination link;
-  events kept until the driver collects them with `drain_events`.
+  events numbered (`node_seq`, per incarnation, one number per history row) and kept until the
+  driver acknowledges them (`events_since`: the driver's cursor, not a drain, so an answer lost on
+  the way loses nothing).
 
 Durability before acknowledgement (actors/contract.py): after a batch of inputs, if any send is
 marked `after_flush` and files are dirty (or the role asked for a `Flush`), the batch's sends wait
@@ -52,6 +54,7 @@ from actors.contract import (
     Truncate,
 )
 from actors.runtime.network import NetworkFaults
+from observability.events import EventRecord, ProcessStart, ProcessStop
 
 from .file_store import FileFlush, NodeFiles
 
@@ -102,9 +105,11 @@ class NodeProcess:
         transport: Transport,
         *,
         seed: int,
+        incarnation: int = 0,
         background_flush_interval_ms: float = 5_000.0,
     ) -> None:
         self.name = name
+        self.incarnation = incarnation
         self.factory = factory
         self.files = files
         self.clock = clock
@@ -114,8 +119,12 @@ class NodeProcess:
         self.background_flush_interval_ms = background_flush_interval_ms
         self.role: Role | None = None
         self.stopped = False
-        self.events: list[tuple[float, str, str, dict[str, Any]]] = []
-        # False while nobody collects events (a benchmark's measured phase): they are not kept.
+        # Invariant: `events` holds, in order, every event numbered from `events[0].node_seq` on
+        # that the driver has not acknowledged; `next_seq` is the number of the next row.
+        self.events: deque[EventRecord] = deque()
+        self.next_seq = 0
+        # False while nobody collects events (a benchmark's measured phase): they are numbered
+        # but not kept (the history shows the gap).
         self.recording = True
         self._links: dict[str, _Link] = {}
         self._inbound: dict[str, deque[tuple[float, Envelope]]] = {}
@@ -131,9 +140,10 @@ class NodeProcess:
 
     # --- lifecycle ------------------------------------------------------------------------------
 
-    def start(self) -> dict[str, Any]:
+    def start(self, ray_node: str | None = None, pid: int | None = None) -> dict[str, Any]:
         marker = self.files.take_clean_shutdown_marker()
         ctx = StartContext(self.name, self.files.read_all(), marker, random.Random(self.rng.getrandbits(64)))
+        self._record(self.clock.now_ms(), ProcessStart(marker is not None, ray_node, pid))
         self.role = self.factory(ctx)
         self._flush_task = asyncio.get_running_loop().create_task(self._background_flush_loop())
         self._run(lambda now: self.role.start(now))
@@ -185,7 +195,8 @@ class NodeProcess:
         del self._inbound[src]
 
     def invoke(self, fn: Callable[[Role, float], Any]) -> Any:
-        """A local call on the role; an `Output` it returns is carried out, anything else returned."""
+        """A local call on the role; an `Output` it returns is carried out, anything else returned
+        (from `(Output, value)`, the output carried out and the value returned)."""
         if self.role is None or self.stopped:
             raise RuntimeError(f"{self.name} is not running")
         result: list[Any] = []
@@ -194,6 +205,9 @@ class NodeProcess:
             value = fn(self.role, now)
             if isinstance(value, Output):
                 return value
+            if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], Output):
+                result.append(value[1])
+                return value[0]
             result.append(value)
             return None
 
@@ -240,9 +254,8 @@ class NodeProcess:
                     stop = op
                 else:
                     raise TypeError(f"{self.name} returned an unknown storage operation {op!r}")
-            if self.recording:
-                for ev in out.events:
-                    self.events.append((now, self.name, ev.kind, ev.fields))
+            for ev in out.events:
+                self._record(now, ev)
             sends.extend(out.sends)
             if out.next_deadline_ms is not None:
                 deadline = out.next_deadline_ms
@@ -305,7 +318,7 @@ class NodeProcess:
         self._flushes.clear()
         if self._timer is not None:
             self._timer.cancel()
-        self.events.append((self.clock.now_ms(), self.name, "process_stop", {"clean": True}))
+        self._record(self.clock.now_ms(), ProcessStop(True))
 
     # --- the network ----------------------------------------------------------------------------
 
@@ -349,9 +362,32 @@ class NodeProcess:
         """Nothing waits to be sent (a stopped process may exit without losing a message)."""
         return not self._flushes and all(not link.queue for link in self._links.values())
 
-    def drain_events(self) -> list[tuple[float, str, str, dict[str, Any]]]:
-        events, self.events = self.events, []
-        return events
+    def _record(self, now: float, event: Any) -> None:
+        seq = self.next_seq
+        self.next_seq = seq + event.row_count
+        if self.recording:
+            self.events.append(EventRecord(now, self.name, self.incarnation, seq, event))
+
+    def events_since(self, cursor: int) -> list[EventRecord]:
+        """Every kept event from row `cursor` on. The driver has everything before `cursor`, so
+        those are forgotten now (the acknowledgement); the rest stay until a later cursor passes
+        them."""
+        events = self.events
+        while events and events[0].node_seq + events[0].event.row_count <= cursor:
+            events.popleft()
+        return list(events)
+
+    def freeze(self) -> list[EventRecord]:
+        """Stop handling anything (the process is about to be killed: a crash happens here) and
+        return every event not acknowledged yet, so that the history ends where the process did."""
+        self.stopped = True
+        if self._timer is not None:
+            self._timer.cancel()
+        for link in self._links.values():  # what was not on the wire yet dies with the process
+            link.queue.clear()
+            if link.task is not None:
+                link.task.cancel()
+        return list(self.events)
 
     def close(self) -> None:
         self.stopped = True

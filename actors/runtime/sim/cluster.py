@@ -17,15 +17,14 @@ from actors.contract import Output
 from actors.roles import role_factories
 from actors.runtime.clients import Clients
 from actors.runtime.network import LatencyModel
-from actors.runtime.readout import RoleCluster, RoleClusterView
+from actors.runtime.readout import RoleCluster
 from actors.settings import ClusterSettings
-from controller_quorum.metadata_invariants import MetadataInvariants
 from kraftlab.scenario.schema import LatencySpec, Scenario, split_partition_ref
+from observability.events import Fault, link_target, partition_target
 from storage.modes import CrashKind, StorageMode
 from workloads.runtime_api import StepFailed
 
-from .partition_watch import PartitionInvariants
-from .quorum_watch import watch_quorum
+from .history import report_survivors
 from .simulator import SimConfig, Simulator
 from .trace import EventSink
 
@@ -54,9 +53,10 @@ class SimCluster(RoleCluster):
             )
         )
         self.sim.trace.sinks.extend(event_sinks)
-        self.quorum_elections = 0
-        self.sim.trace.sinks.append(self._count)
-        self.quorum_invariants = watch_quorum(self.sim, self.settings.voters, prevote=self.settings.protocol.prevote)
+        self.watch_history()
+        for check in self.checks.check_sets:
+            self.sim.add_invariant_set(check)
+        report_survivors(self.sim)
         mode = StorageMode(spec.storage)
         factories = role_factories(self.settings)
         for name in factories:
@@ -65,32 +65,25 @@ class SimCluster(RoleCluster):
             self.sim.add_node(name, name, factory, start=False)
         for name in factories:
             self.sim.start(name)
-        self._view = RoleClusterView(self)
-        metadata_checks = MetadataInvariants(
-            self._view.image, lambda topic, img, rf: self.any_controller().policy(topic, img, rf), elr_enabled=self.settings.protocol.elr
-        )
-        self.sim.add_invariant_set(metadata_checks.check)
         self.clients: Clients | None = None
         self.bootstrap()
         self.clients = Clients(self)
-        self.partition_invariants = PartitionInvariants(self)
-        self.sim.add_invariant_set(self.partition_invariants.check)
 
-    def _count(self, record) -> None:
-        if record[2] == "raft_leader_elected":
-            self.quorum_elections += 1
+    # --- for tests: the roles themselves (nothing in a run reads them) ---------------------------
 
-    # --- bring-up -------------------------------------------------------------------------------
+    def role(self, name: str) -> Any:
+        return self.sim.nodes[name].role
 
-    def admin(self, call) -> None:
-        """Run an admin call on the active controller, waiting (bounded) for one to exist."""
-        if not self.sim.run_for(BOOTSTRAP_TIMEOUT_MS, stop=lambda: self.active_controller()[0] is not None):
-            raise StepFailed("no active controller to take the admin call")
-        name, _ = self.active_controller()
-        self.sim.invoke(name, lambda role, now: role.admin(call, now))
-        error = self.sim.nodes[name].role.last_admin_error
-        if error is not None:
-            raise StepFailed(f"the controller refused: {error}")
+    def image(self):
+        """The most advanced running voter's committed metadata image."""
+        best = None
+        for v in self.settings.voters:
+            role = self.sim.nodes[v].role
+            if role is not None and role.raft is not None:
+                img = role.controller.committed
+                if best is None or img.offset > best.offset:
+                    best = img
+        return best
 
     # --- ClusterRuntime -----------------------------------------------------------------------
 
@@ -112,13 +105,16 @@ class SimCluster(RoleCluster):
 
     def invoke(self, name: str, fn) -> Any:
         """A local call on a running node: an `Output` it returns is carried out, anything else is
-        returned."""
+        returned; from `(Output, value)` the output is carried out and the value returned."""
         result: list[Any] = []
 
         def call(role, now):
             value = fn(role, now)
             if isinstance(value, Output):
                 return value
+            if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], Output):
+                result.append(value[1])
+                return value[0]
             result.append(value)
             return None
 
@@ -139,6 +135,7 @@ class SimCluster(RoleCluster):
     def restart(self, node: str) -> None:
         if self.sim.is_running(node):
             raise StepFailed(f"{node} is already running")
+        self.sim.record(Fault("restart", node))
         self.sim.start(node)
 
     def shutdown(self, node: str, timeout_ms: float) -> None:
@@ -150,19 +147,19 @@ class SimCluster(RoleCluster):
 
     def isolate(self, node: str) -> None:
         self.sim.network.isolate(node)
-        self.sim.record("runner", "fault_isolate", node=node)
+        self.sim.record(Fault("isolate", node))
 
     def partition(self, groups: Sequence[Sequence[str]]) -> None:
         self.sim.network.partition(groups)
-        self.sim.record("runner", "fault_partition", groups=[list(g) for g in groups])
+        self.sim.record(Fault("partition", partition_target(groups)))
 
     def link(self, src: str, dst: str, drop: float, delay_ms: float) -> None:
         self.sim.network.link(src, dst, drop=drop, delay_ms=delay_ms)
-        self.sim.record("runner", "fault_link", src=src, dst=dst, drop=drop, delay_ms=delay_ms)
+        self.sim.record(Fault("link", link_target(src, dst), drop, delay_ms))
 
     def heal(self, node: str | None) -> None:
         self.sim.network.heal(node)
-        self.sim.record("runner", "heal", node=node)
+        self.sim.record(Fault("heal", node or "all"))
 
     def protocol_step(self, kind: str, args: Any) -> None:
         if kind == "elect":
@@ -181,7 +178,7 @@ class SimCluster(RoleCluster):
         if kind == "produce":
             return self.clients.produce(args)
         if kind == "list_offsets":
-            state = self._view.partitions().get(args.partition)
+            state = self.view().partitions().get(args.partition)
             return self.clients.list_offsets(args, None if state is None else state.leader)
         if kind == "consume":
             return self.clients.consume(args)
@@ -191,8 +188,13 @@ class SimCluster(RoleCluster):
             f"step `{kind}` needs the brokers' data plane or a controller feature this version does not have yet"
         )
 
-    def record(self, kind: str, **fields: Any) -> None:
-        self.sim.record("runner", kind, **fields)
+    def record(self, event: Any) -> None:
+        self.sim.record(event)
+
+    def stop_checking(self) -> None:
+        """No invariant checks from here on: the run's epilogue only observes."""
+        self.sim.invariants.clear()
+        self.sim.invariant_sets.clear()
 
     def violations(self) -> list[dict[str, Any]]:
         return [v.as_dict() for v in self.sim.violations.values()]

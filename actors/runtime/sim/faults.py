@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from observability.events import Fault, link_target, partition_target
 from storage.modes import CrashKind
 from workloads.faults import FaultAction, FaultSchedule
 
@@ -14,22 +15,26 @@ def apply_fault(sim: Simulator, a: FaultAction) -> None:
     if a.action in _CRASHES:
         (node,) = a.nodes
         if sim.is_running(node):
-            sim.crash(node, _CRASHES[a.action])
+            sim.crash(node, _CRASHES[a.action])  # records the fault
     elif a.action == "restart":
         (node,) = a.nodes
         if not sim.is_running(node):
+            sim.record(Fault("restart", node))
             sim.start(node)
     elif a.action == "isolate":
         sim.network.isolate(a.nodes[0])
+        sim.record(Fault("isolate", a.nodes[0]))
     elif a.action == "partition":
         sim.network.partition(a.groups)
+        sim.record(Fault("partition", partition_target(a.groups)))
     elif a.action == "link":
         sim.network.link(a.nodes[0], a.nodes[1], drop=a.drop, delay_ms=a.delay_ms)
+        sim.record(Fault("link", link_target(a.nodes[0], a.nodes[1]), a.drop, a.delay_ms))
     elif a.action == "heal":
         sim.network.heal(a.nodes[0] if a.nodes else None)
+        sim.record(Fault("heal", a.nodes[0] if a.nodes else "all"))
     else:
         raise ValueError(f"unknown fault action {a.action!r}")
-    sim.record("faults", "fault", action=a.action, nodes=list(a.nodes), groups=[list(g) for g in a.groups])
 
 
 def schedule_faults(sim: Simulator, schedule: FaultSchedule, start_ms: float = 0.0) -> None:
@@ -40,7 +45,8 @@ def schedule_faults(sim: Simulator, schedule: FaultSchedule, start_ms: float = 0
 def heal_everything(sim: Simulator, nodes) -> None:
     """The end of the safety phase: no network fault, every node running."""
     sim.network.heal()
+    sim.record(Fault("heal", "all"))
     for node in nodes:
         if not sim.is_running(node):
+            sim.record(Fault("restart", node))
             sim.start(node)
-    sim.record("faults", "heal_everything")

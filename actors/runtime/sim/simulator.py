@@ -45,6 +45,7 @@ from actors.contract import (
     Truncate,
 )
 from actors.runtime.network import LatencyModel, NetworkFaults
+from observability.events import DRIVER, CrashLost, Fault, HostBoot, InvariantViolated, ProcessStart, ProcessStop
 from storage.disk import FlushTicket, SimDisk
 from storage.modes import CrashKind, StorageMode
 
@@ -55,6 +56,7 @@ _DELIVER, _TICK, _FLUSH_DONE, _CALL, _BACKGROUND_FLUSH = range(5)
 
 RUNNER = "runner"
 """The pseudo-node scenario steps and tests send from (it is never a destination)."""
+DRIVER_INCARNATION = 0
 
 
 @dataclass(frozen=True)
@@ -107,10 +109,16 @@ class SimNode:
     """A process slot on a host. `role` is None while the process is down.
 
     Invariant: `incarnation` grows by one at every stop and every start, so anything scheduled for
-    an earlier incarnation (messages, timers, flush completions) is recognised as stale.
+    an earlier incarnation (messages, timers, flush completions) is recognised as stale. The
+    history numbers a node's processes differently (contract.md): `generation` is 0 for the first
+    process and grows by one at each restart.
     """
 
     __slots__ = ("factory", "flushes", "host", "incarnation", "name", "role", "starts", "timer_seq")
+
+    @property
+    def generation(self) -> int:
+        return max(self.starts - 1, 0)
 
     def __init__(self, name: str, host: SimHost, factory: RoleFactory) -> None:
         self.name = name
@@ -143,9 +151,9 @@ class Simulator:
         self.invariant_sets: list[Callable[[], dict[str, str]]] = []
         self.violations: dict[str, Violation] = {}
         self.events_processed = 0
-        # The node whose role handled the last event (None: a scheduled call or a disk flush, which
-        # may touch anything). Invariant checks use it to skip work an event cannot have changed.
-        self.event_node: str | None = None
+        # Called as `observer(node, kind)` for each node a crash took down, once its disk has
+        # taken the crash (the cluster reports what survived: actors/survivors.py).
+        self.crash_observers: list[Callable[[str, CrashKind], None]] = []
 
     # --- building the world -----------------------------------------------------------------
 
@@ -198,21 +206,16 @@ class Simulator:
         self.now_ms = at_ms
         self.events_processed += 1
         if kind == _DELIVER:
-            self.event_node = a.dst
             self._deliver(a, b)
         elif kind == _TICK:
             node = a
-            self.event_node = node.name
             if node.role is not None and b == node.timer_seq:
                 self._apply(node, node.role.tick(at_ms))
         elif kind == _FLUSH_DONE:
-            self.event_node = a.name
             self._flush_done(a, b)
         elif kind == _CALL:
-            self.event_node = None
             a()
         else:
-            self.event_node = None
             self._background_flush(a)
         if self.invariants or self.invariant_sets:
             self._check_invariants()
@@ -250,7 +253,7 @@ class Simulator:
         seen = self.violations.get(name)
         if seen is None:
             self.violations[name] = Violation(name, self.now_ms, detail)
-            self.record(RUNNER, "invariant_violated", invariant=name, detail=detail)
+            self.record(InvariantViolated(name, detail))
         else:
             seen.count += 1
 
@@ -307,9 +310,9 @@ class Simulator:
             if node.role is None:  # the output came from a process that was stopped meanwhile
                 return
         if out.events:
-            record = self.trace.event
+            record, generation = self.trace.event, node.generation
             for ev in out.events:
-                record(self.now_ms, node.name, ev.kind, ev.fields)
+                record(self.now_ms, node.name, generation, ev)
         for env in out.sends:
             if node.flushes:
                 # A flush is in flight with sends waiting on it: queue behind them so that no
@@ -388,7 +391,7 @@ class Simulator:
         host = node.host
         if not host.up:
             host.up = True
-            self.record(host.name, "host_boot")
+            self.record(HostBoot(host.name))
         marker = host.disk.take_clean_shutdown_marker(name)
         ctx = StartContext(
             node_id=name,
@@ -399,7 +402,7 @@ class Simulator:
         node.incarnation += 1
         node.starts += 1
         node.role = node.factory(ctx)
-        self.record(name, "process_start", clean=marker is not None, incarnation=node.incarnation)
+        self.trace.event(self.now_ms, name, node.generation, ProcessStart(marker is not None))
         self._apply(node, node.role.start(self.now_ms))
 
     def _kill(self, node: SimNode) -> None:
@@ -412,25 +415,36 @@ class Simulator:
         """Crash a node: its process, its whole host (OS), or its host's disk."""
         node = self.nodes[name]
         host = node.host
-        self.record(name, "crash", mode=kind.value, host=host.name)
+        self.record(Fault(f"crash_{kind.value}", name))
         if kind is CrashKind.PROCESS:
             if node.role is not None:
                 self._kill(node)
-                host.disk.crash(CrashKind.PROCESS, owner=name)
+                self._record_lost(host.disk.crash(CrashKind.PROCESS, owner=name))
+                self._crashed([name], kind)
             return
-        for other in host.nodes:
-            if self.nodes[other].role is not None:
-                self._kill(self.nodes[other])
+        crashed = [other for other in host.nodes if self.nodes[other].role is not None]
+        for other in crashed:
+            self._kill(self.nodes[other])
         host.up = False
         host.disk_free_at_ms = self.now_ms
-        host.disk.crash(kind)
+        self._record_lost(host.disk.crash(kind))
+        self._crashed(crashed, kind)
+
+    def _crashed(self, names: list[str], kind: CrashKind) -> None:
+        for name in names:
+            for observer in self.crash_observers:
+                observer(name, kind)
+
+    def _record_lost(self, lost: dict[str, int]) -> None:
+        for owner, n in sorted(lost.items()):
+            self.record(CrashLost(owner, n))
 
     def request_shutdown(self, name: str) -> None:
         """Ask a node's role for a controlled shutdown; it ends with a `StopProcess` output."""
         node = self.nodes[name]
         if node.role is None:
             raise RuntimeError(f"{name} is not running")
-        self.record(name, "shutdown_requested")
+        self.record(Fault("shutdown", name))
         self._apply(node, node.role.handle(Envelope(RUNNER, name, ShutdownRequested()), self.now_ms))
 
     def _stop_cleanly(self, node: SimNode, marker: bytes) -> None:
@@ -439,17 +453,17 @@ class Simulator:
         for batch in node.flushes:
             for env in batch.sends:
                 self.transmit(env)
+        self.trace.event(self.now_ms, node.name, node.generation, ProcessStop(True))
         self._kill(node)
-        self.record(node.name, "process_stop", clean=True)
 
     def is_running(self, name: str) -> bool:
         return self.nodes[name].role is not None
 
     # --- the record -------------------------------------------------------------------------
 
-    def record(self, source: str, kind: str, **fields: Any) -> None:
-        """Add a simulator-side event (crash, fault, step...) to the trace, as seen by `source`."""
-        self.trace.event(self.now_ms, source, kind, fields)
+    def record(self, event: Any) -> None:
+        """Add an event of the driver's (a fault, a step, a check's finding) to the history."""
+        self.trace.event(self.now_ms, DRIVER, DRIVER_INCARNATION, event)
 
     def trace_hash(self) -> str:
         return self.trace.hexdigest()

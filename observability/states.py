@@ -1,17 +1,14 @@
-"""What scenario conditions and the run summary can see of a cluster, whatever runs it.
+"""What scenario conditions and the run summary can see of a cluster, whatever runs it: the
+states the cluster view (projection.py) folds from the event history.
 
-A runtime (simulator or Ray) answers these questions from its roles' state. A value that the
-running roles cannot tell yet is `UNKNOWN`, which never satisfies a condition: it is different from
-None, which is a real answer ("no leader").
+A value the history cannot tell yet is `UNKNOWN`, which never satisfies a condition: it is
+different from None, which is a real answer ("no leader").
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
-
-if TYPE_CHECKING:
-    from .committed_history import CommittedHistory
+from typing import Any
 
 
 class _Unknown:
@@ -48,20 +45,19 @@ class PartitionState:
     under_min_isr: bool
 
     @classmethod
-    def committed(cls, fields: dict[str, Any], hwm: Any) -> PartitionState:
-        """From a committed record's state fields (`PartitionRecord.state_fields`, plus
-        `under_min_isr`), as the image holds them or a voter's `partition_state` event reports them."""
+    def from_change(cls, ev: Any, hwm: Any) -> PartitionState:
+        """From a voter's `partition_change` event (a committed partition record)."""
         return cls(
-            leader=fields["leader"],
-            leader_epoch=fields["leader_epoch"],
-            partition_epoch=fields["partition_epoch"],
-            replicas=list(fields["replicas"]),
-            isr=list(fields["isr"]),
-            elr=list(fields["elr"]),
-            last_known_elr=list(fields["last_known_elr"]),
+            leader=ev.leader,
+            leader_epoch=ev.leader_epoch,
+            partition_epoch=ev.partition_epoch,
+            replicas=list(ev.replicas),
+            isr=list(ev.isr),
+            elr=list(ev.elr),
+            last_known_elr=list(ev.last_known_elr),
             hwm=hwm,
-            offline=fields["leader"] is None,
-            under_min_isr=fields["under_min_isr"],
+            offline=ev.leader is None,
+            under_min_isr=ev.under_min_isr,
         )
 
 
@@ -84,21 +80,6 @@ class QuorumState:
     leader: Any = UNKNOWN
     epoch: Any = UNKNOWN
     states: dict[int, str] = field(default_factory=dict)
-
-
-class ClusterView(Protocol):
-    # Every committed partition and broker state reported so far.
-    committed_states: CommittedHistory
-
-    def partitions(self) -> dict[str, PartitionState]: ...
-
-    def replica(self, partition: str, broker: int) -> ReplicaState | None: ...
-
-    def brokers(self) -> dict[int, BrokerState]: ...
-
-    def quorum(self) -> QuorumState: ...
-
-    def history(self) -> dict[str, int]: ...
 
 
 def plain(value: Any) -> Any:

@@ -1,0 +1,137 @@
+"""The driver's side of a Ray cluster: which processes run where, and the history as it arrives.
+
+Nothing here copies a role. The driver collects events: every actor numbers its own (`node_seq`
+per incarnation) and keeps them until a later collection's cursor acknowledges them, so an answer
+lost on the way loses nothing and a repeat is recognised (`HistoryCollector.collected`).
+
+Events of different processes arrive in batches a few milliseconds apart, so the collector holds
+them back until every running process has answered past their time (the *watermark*: the smallest
+of the clocks the processes answered with), then hands them to the sinks in time order. The cluster
+view and the checks thus see one history in the order it happened, as in the simulator; the
+checks run after each node's batch of events (one role output: the records a controller commits
+together are judged together).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from typing import Any
+
+from actors.runtime.sim.simulator import DRIVER_INCARNATION, Violation
+from observability.events import DRIVER, EventRecord, InvariantViolated
+
+
+class RayNode:
+    """A broker, voter or client process slot. Invariant: `handle` is None exactly while the
+    node's process is down; `starts` counts its starts (the history's incarnation is `starts - 1`)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.handle: Any = None
+        self.starts = 0
+        self.ray_node: str | None = None
+        self.pid: int | None = None  # of its process, on `ray_node`
+        self.counters: dict[str, Any] = {}
+
+    @property
+    def generation(self) -> int:
+        return max(self.starts - 1, 0)
+
+
+class HistoryCollector:
+    """The history as the driver collects it. Invariants: `cursors[(node, incarnation)]` is the
+    number of the next row expected from that process (an earlier one is a repeat); `pending`
+    holds, ordered by time, what was collected but not yet handed to the sinks."""
+
+    def __init__(self) -> None:
+        self.sinks: list[Callable[[EventRecord], None]] = []
+        self.event_count = 0  # history rows handed over
+        self.cursors: dict[tuple[str, int], int] = {}
+        self.gaps = 0  # rows a process numbered that never arrived (lost with a process that died)
+        self._pending: list[tuple[float, int, EventRecord]] = []
+        self._arrivals = 0
+        self.after_batch: Callable[[], None] = lambda: None
+        self.released_ms = 0.0  # the time of the last event handed over
+
+    def cursor(self, node: str, incarnation: int) -> int:
+        return self.cursors.get((node, incarnation), 0)
+
+    def collected(self, record: EventRecord) -> None:
+        """An actor's event (numbered by it)."""
+        key = (record.node, record.incarnation)
+        expected = self.cursors.get(key, 0)
+        if record.node_seq < expected:
+            return
+        self.gaps += record.node_seq - expected
+        self.cursors[key] = record.node_seq + record.event.row_count
+        self._push(record)
+
+    def driver_event(self, at_ms: float, event: Any) -> None:
+        key = (DRIVER, DRIVER_INCARNATION)
+        seq = self.cursors.get(key, 0)
+        self.cursors[key] = seq + event.row_count
+        self._push(EventRecord(at_ms, DRIVER, DRIVER_INCARNATION, seq, event))
+
+    def _push(self, record: EventRecord) -> None:
+        self._arrivals += 1  # ties in time keep their arrival order (a node's own order)
+        heapq.heappush(self._pending, (record.time_ms, self._arrivals, record))
+
+    def release(self, watermark: float) -> None:
+        """Hand every pending event up to `watermark` to the sinks, in time order, calling
+        `after_batch` after each run of one node's events of one instant."""
+        pending = self._pending
+        last: tuple[str, float] | None = None
+        while pending and pending[0][0] <= watermark:
+            _, _, record = heapq.heappop(pending)
+            batch = (record.node, record.time_ms)
+            if last is not None and batch != last:
+                self.after_batch()
+            last = batch
+            self.released_ms = record.time_ms
+            self.event_count += record.event.row_count
+            for sink in self.sinks:
+                sink(record)
+        if last is not None:
+            self.after_batch()
+
+    def release_all(self) -> None:
+        self.release(float("inf"))
+
+
+class RayWorld:
+    """The parts of a simulator's world the shared cluster code uses (`nodes`, `trace`, `record`,
+    `is_running`, the invariant hook), for a cluster of Ray actors."""
+
+    def __init__(self, clock_ms: Callable[[], float]) -> None:
+        self._clock_ms = clock_ms
+        self.nodes: dict[str, RayNode] = {}
+        self.trace = HistoryCollector()
+        self.trace.after_batch = self.check_invariants
+        self.invariant_sets: list[Callable[[], dict[str, str]]] = []
+        self.violations: dict[str, Violation] = {}
+
+    @property
+    def now_ms(self) -> float:
+        return self._clock_ms()
+
+    def add_invariant_set(self, check: Callable[[], dict[str, str]]) -> None:
+        self.invariant_sets.append(check)
+
+    def is_running(self, name: str) -> bool:
+        return self.nodes[name].handle is not None
+
+    def record(self, event: Any, at_ms: float | None = None) -> None:
+        """An event of the driver's; it joins the history in time order (see the module)."""
+        self.trace.driver_event(self.now_ms if at_ms is None else at_ms, event)
+
+    def check_invariants(self) -> None:
+        for check_set in self.invariant_sets:
+            for name, detail in check_set().items():
+                seen = self.violations.get(name)
+                if seen is None:
+                    at_ms = self.trace.released_ms  # when the events that show it happened
+                    self.violations[name] = Violation(name, round(at_ms, 3), detail)
+                    self.record(InvariantViolated(name, detail), at_ms)
+                else:
+                    seen.count += 1

@@ -1,0 +1,518 @@
+"""The cluster view: the cluster's state folded from the event history, one event at a time.
+
+Conditions (`wait_for`, `expect`), step progress and the run summary read this view, and nothing
+else: not a role's state. Both drivers feed it the same events (the simulator after every event,
+Ray as the driver collects them), so they give the same readings, and keeping it costs what the
+events cost, not the size of the cluster. What it holds:
+
+- per partition, the newest committed state (`partition_change`, by metadata offset: every voter
+  reports each record, and a MinISR config change reports the partitions it applies to again);
+- per broker, the newest committed registration (`broker_change`, by metadata offset) and whether
+  its process runs (`process_start`, `process_stop`, crash `fault`s);
+- per voter, its quorum state and epoch (`raft_state`);
+- per replica of a running broker, a mirror of its log (batch base offset, count, leader epoch
+  and CRC: `replica_recovered`, `appended`, `truncated`), its local HWM (`replica_hwm`), whether
+  it acts as leader, in which leader epoch, with which ISR and replication quorum
+  (`become_leader`, `become_follower`, `replication_quorum`), and the epoch its broker registered
+  with (`broker_registered`); per down broker, what its disk holds (`replica_survived` after a
+  crash, the logs as they were after a clean stop);
+- per producer, each record's outcome by sequence, the batches acknowledged (for `acked_lost`),
+  and the produce latency; per consumer, what it read; the committed elections.
+
+A value the history cannot tell yet is `UNKNOWN` (states.py).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .events import EventRecord
+from .latency import LatencyHistogram
+from .states import UNKNOWN, BrokerState, PartitionState, QuorumState, ReplicaState
+
+Key = tuple[str, int]
+
+# A record's outcome, by sequence (ProducerRecords.outcomes).
+PENDING, OK, FAIL, INFO = 0, 1, 2, 3
+_OUTCOME = {"ok": OK, "fail": FAIL, "info": INFO}
+
+
+class LogMirror:
+    """A replica's log as the history tells it, batch by batch.
+
+    Invariant: batches are contiguous from the first base offset, `end_offset` is the LEO, and
+    `version` grows at every truncation or replacement (a prefix checked at one version stays the
+    same until it changes)."""
+
+    __slots__ = ("bases", "counts", "crcs", "end_offset", "epochs", "version")
+
+    def __init__(self) -> None:
+        self.bases: list[int] = []
+        self.counts: list[int] = []
+        self.epochs: list[int] = []
+        self.crcs: list[int] = []
+        self.end_offset = 0
+        self.version = 0
+
+    def append(self, base: int, count: int, epoch: int, crc: int) -> None:
+        self.bases.append(base)
+        self.counts.append(count)
+        self.epochs.append(epoch)
+        self.crcs.append(crc)
+        self.end_offset = base + count
+
+    def truncate(self, end_offset: int) -> None:
+        """Keep the batches that end at or below `end_offset` (logs are cut at batch bounds)."""
+        if end_offset >= self.end_offset:
+            return
+        i = bisect_right(self.bases, end_offset - 1) if end_offset > 0 else 0
+        while i > 0 and self.bases[i - 1] + self.counts[i - 1] > end_offset:
+            i -= 1
+        del self.bases[i:], self.counts[i:], self.epochs[i:], self.crcs[i:]
+        self.end_offset = self.bases[-1] + self.counts[-1] if self.bases else 0
+        self.version += 1
+
+    def replace(self, bases: Iterable[int], counts: Iterable[int], epochs: Iterable[int], crcs: Iterable[int]) -> None:
+        self.bases, self.counts, self.epochs, self.crcs = list(bases), list(counts), list(epochs), list(crcs)
+        self.end_offset = self.bases[-1] + self.counts[-1] if self.bases else 0
+        self.version += 1
+
+    def batch_index(self, offset: int) -> int | None:
+        """The index of the batch holding `offset`, None past the LEO."""
+        if offset >= self.end_offset or offset < 0 or not self.bases:
+            return None
+        i = bisect_right(self.bases, offset) - 1
+        return i if i >= 0 else None
+
+    def holds(self, base: int, count: int, crc: int) -> bool:
+        """Whether the batch that went to `base` (with `count` records and this CRC) is here."""
+        i = self.batch_index(base)
+        return i is not None and self.bases[i] == base and self.crcs[i] == crc and self.counts[i] == count
+
+
+@dataclass
+class ReplicaMirror:
+    """A running broker's replica of one partition. `role` is none, leader or follower; as
+    leader, `isr` is its committed ISR and `quorum` its replication quorum (`replication_quorum`)."""
+
+    log: LogMirror = field(default_factory=LogMirror)
+    hwm: int = 0
+    role: str = "none"
+    leader_epoch: int = -1
+    leso: int = -1
+    isr: tuple[int, ...] = ()
+    quorum: tuple[int, ...] = ()
+
+
+@dataclass
+class AckedBatch:
+    """A batch acknowledged "ok" (what `acked_lost` looks for in the logs)."""
+
+    topic: str
+    partition: int
+    base_offset: int
+    count: int
+    crc: int
+    acks: str
+
+
+@dataclass
+class ProducerRecords:
+    """What the history tells of one producer's records. Invariant: `outcomes[s]` is the outcome
+    of sequence `s` (PENDING until its `produce_ack`); sequences are dense from 0."""
+
+    outcomes: bytearray = field(default_factory=bytearray)
+    acked: int = 0
+    failed: int = 0  # fail or info
+    errors: dict[int, str] = field(default_factory=dict)  # sequence -> why not ok
+    acked_batches: list[AckedBatch] = field(default_factory=list)
+    load_started_ms: float | None = None
+    load_finished_ms: float | None = None
+
+
+class ClusterProjection:
+    """An event sink, and the cluster view conditions and the summary read."""
+
+    def __init__(self, voters: Iterable[str], brokers: int, now_ms: Callable[[], float]) -> None:
+        self.voters = tuple(voters)
+        self.broker_ids = tuple(range(1, brokers + 1))
+        self._now_ms = now_ms
+        self._partitions: dict[Key, Any] = {}  # the newest partition_change
+        self._registrations: dict[int, Any] = {}  # the newest broker_change
+        self.running: dict[str, bool] = {}
+        self.incarnation: dict[str, int] = {}
+        self._raft: dict[str, tuple[str, int]] = {}  # running voter -> (state, epoch)
+        self.replicas: dict[int, dict[Key, ReplicaMirror]] = {}  # broker -> running replicas
+        # What a down broker's disk holds: its logs at a clean stop, or what a crash left
+        # (`replica_survived`); `crashed[b]` keeps the logs it had when it crashed.
+        self.down_logs: dict[int, dict[Key, LogMirror]] = {}
+        self.crashed: dict[int, dict[Key, LogMirror]] = {}
+        self.broker_epochs: dict[int, int | None] = {}  # the epoch each running broker registered with
+        self.producers: dict[str, ProducerRecords] = {}
+        self.consumed = 0
+        self.read_to: dict[str, dict[Key, int]] = {}  # consumer -> partition -> next offset
+        self.consume_done: dict[str, dict[int, int]] = {}  # consumer -> command -> count
+        self.list_offsets_answers: dict[str, dict[int, Any]] = {}  # consumer -> request -> answer
+        self.final_reads_done: list[Any] = []
+        self.latency = LatencyHistogram()
+        self._elections_seen: set[int] = set()  # metadata offsets of counted elections
+        self.elections = {"clean": 0, "unclean": 0, "elr": 0}
+        self.quorum_elections = 0
+        self._handlers: dict[str, Callable[[EventRecord], None]] = {
+            "partition_change": self._on_partition_change,
+            "broker_change": self._on_broker_change,
+            "election": self._on_election,
+            "process_start": self._on_process_start,
+            "process_stop": self._on_process_stop,
+            "fault": self._on_fault,
+            "raft_state": self._on_raft_state,
+            "raft_leader_elected": self._on_raft_leader_elected,
+            "replica_recovered": self._on_replica_recovered,
+            "replica_deleted": self._on_replica_deleted,
+            "appended": self._on_appended,
+            "truncated": self._on_truncated,
+            "replica_hwm": self._on_replica_hwm,
+            "replication_quorum": self._on_replication_quorum,
+            "replica_survived": self._on_replica_survived,
+            "broker_registered": self._on_broker_registered,
+            "become_leader": self._on_become_leader,
+            "become_follower": self._on_become_follower,
+            "produce_send": self._on_produce_send,
+            "produce_ack": self._on_produce_ack,
+            "load_started": self._on_load_started,
+            "load_finished": self._on_load_finished,
+            "consume": self._on_consume,
+            "consume_done": self._on_consume_done,
+            "list_offsets_answer": self._on_list_offsets_answer,
+            "final_read_done": self._on_final_read_done,
+        }
+
+    def __call__(self, rec: EventRecord) -> None:
+        handler = self._handlers.get(rec.event.kind)
+        if handler is not None:
+            handler(rec)
+
+    # --- folding: metadata ------------------------------------------------------------------------
+
+    def _on_partition_change(self, rec: EventRecord) -> None:
+        ev = rec.event
+        key = (ev.topic, ev.partition)
+        known = self._partitions.get(key)
+        if known is None or ev.metadata_offset > known.metadata_offset:
+            self._partitions[key] = ev
+
+    def _on_broker_change(self, rec: EventRecord) -> None:
+        ev = rec.event
+        known = self._registrations.get(ev.broker)
+        if known is None or ev.metadata_offset > known.metadata_offset:
+            self._registrations[ev.broker] = ev
+
+    def _on_election(self, rec: EventRecord) -> None:
+        ev = rec.event
+        if ev.metadata_offset in self._elections_seen:
+            return  # another voter's report of the same record
+        self._elections_seen.add(ev.metadata_offset)
+        if ev.election_kind in ("clean", "elr", "preferred"):
+            self.elections["clean"] += 1
+            if ev.election_kind == "elr":
+                self.elections["elr"] += 1
+        else:
+            self.elections["unclean"] += 1
+
+    # --- folding: processes and the quorum ----------------------------------------------------------
+
+    def _on_process_start(self, rec: EventRecord) -> None:
+        node = rec.node
+        self.running[node] = True
+        self.incarnation[node] = rec.incarnation
+        if node.startswith("b"):
+            b = int(node[1:])
+            self.replicas[b] = {}  # what survived comes as replica_recovered events
+            self.broker_epochs[b] = None
+            self.down_logs.pop(b, None)
+            self.crashed.pop(b, None)
+
+    def _on_process_stop(self, rec: EventRecord) -> None:
+        # A clean stop flushed everything: the disk holds the logs as they were.
+        logs = self._down(rec.node)
+        if logs is not None:
+            self.down_logs[int(rec.node[1:])] = logs
+
+    def _on_fault(self, rec: EventRecord) -> None:
+        ev = rec.event
+        if ev.fault.startswith("crash_") and self.running.get(ev.target):
+            logs = self._down(ev.target)
+            if logs is not None:
+                b = int(ev.target[1:])
+                self.crashed[b] = logs
+                self.down_logs[b] = {}  # what survived comes as replica_survived events
+
+    def _down(self, node: str) -> dict[Key, LogMirror] | None:
+        """Mark `node` down; for a broker, return its replicas' logs as they were."""
+        self.running[node] = False
+        self._raft.pop(node, None)
+        if node.startswith("b"):
+            b = int(node[1:])
+            self.broker_epochs.pop(b, None)
+            return {key: r.log for key, r in self.replicas.pop(b, {}).items()}
+        return None
+
+    def _on_broker_registered(self, rec: EventRecord) -> None:
+        if self.running.get(rec.node):
+            self.broker_epochs[int(rec.node[1:])] = rec.event.epoch
+
+    def _on_raft_state(self, rec: EventRecord) -> None:
+        if rec.node in self.voters and self.running.get(rec.node):
+            ev = rec.event
+            self._raft[rec.node] = (ev.state, ev.epoch)
+
+    def _on_raft_leader_elected(self, rec: EventRecord) -> None:
+        self.quorum_elections += 1
+
+    # --- folding: replicas -------------------------------------------------------------------------
+
+    def _replica(self, rec: EventRecord) -> ReplicaMirror | None:
+        node = rec.node
+        if not self.running.get(node):
+            return None
+        ev = rec.event
+        return self.replicas.setdefault(int(node[1:]), {}).setdefault((ev.topic, ev.partition), ReplicaMirror())
+
+    def _on_replica_recovered(self, rec: EventRecord) -> None:
+        r = self._replica(rec)
+        if r is not None:
+            ev = rec.event
+            r.log.replace(ev.batch_offsets, ev.batch_counts, ev.batch_epochs, ev.batch_crcs)
+            r.hwm = ev.hwm
+
+    def _on_replica_deleted(self, rec: EventRecord) -> None:
+        ev = rec.event
+        self.replicas.get(int(rec.node[1:]), {}).pop((ev.topic, ev.partition), None)
+
+    def _on_appended(self, rec: EventRecord) -> None:
+        r = self._replica(rec)
+        if r is not None:
+            ev = rec.event
+            r.log.append(ev.offset, ev.count, ev.leader_epoch, ev.batch_crc)
+
+    def _on_truncated(self, rec: EventRecord) -> None:
+        r = self._replica(rec)
+        if r is not None:
+            r.log.truncate(rec.event.offset)
+            r.hwm = min(r.hwm, r.log.end_offset)
+
+    def _on_replica_hwm(self, rec: EventRecord) -> None:
+        r = self._replica(rec)
+        if r is not None:
+            r.hwm = rec.event.hwm
+
+    def _on_replication_quorum(self, rec: EventRecord) -> None:
+        r = self._replica(rec)
+        if r is not None:
+            r.isr, r.quorum = rec.event.isr, rec.event.proposed
+
+    def _on_replica_survived(self, rec: EventRecord) -> None:
+        ev = rec.event
+        log = LogMirror()
+        log.replace(ev.batch_offsets, ev.batch_counts, ev.batch_epochs, ev.batch_crcs)
+        self.down_logs.setdefault(ev.broker, {})[(ev.topic, ev.partition)] = log
+
+    def _on_become_leader(self, rec: EventRecord) -> None:
+        r = self._replica(rec)
+        if r is not None:
+            ev = rec.event
+            r.role, r.leader_epoch, r.leso, r.hwm = "leader", ev.leader_epoch, ev.leso, ev.hwm
+            r.isr = r.quorum = ev.isr
+
+    def _on_become_follower(self, rec: EventRecord) -> None:
+        r = self._replica(rec)
+        if r is not None:
+            ev = rec.event
+            r.role, r.leader_epoch, r.hwm = "follower", ev.leader_epoch, ev.hwm
+            r.log.truncate(ev.leo)  # before KIP-101 a new follower cuts to its HWM first
+
+    # --- folding: clients ---------------------------------------------------------------------------
+
+    def _producer(self, name: str) -> ProducerRecords:
+        p = self.producers.get(name)
+        if p is None:
+            p = self.producers[name] = ProducerRecords()
+        return p
+
+    def _on_produce_send(self, rec: EventRecord) -> None:
+        p = self._producer(rec.event.producer)
+        top = max(rec.event.sequences) + 1
+        if top > len(p.outcomes):
+            p.outcomes.extend(bytes(top - len(p.outcomes)))
+
+    def _on_produce_ack(self, rec: EventRecord) -> None:
+        ev = rec.event
+        p = self._producer(ev.producer)
+        code = _OUTCOME[ev.outcome]
+        top = max(ev.sequences) + 1
+        if top > len(p.outcomes):
+            p.outcomes.extend(bytes(top - len(p.outcomes)))
+        for s in ev.sequences:
+            p.outcomes[s] = code
+        if code == OK:
+            p.acked += len(ev.sequences)
+            for latency in ev.latencies_ms:
+                self.latency.record_ms(latency)
+            if ev.first_offset is not None:
+                p.acked_batches.append(AckedBatch(ev.topic, ev.partition, ev.first_offset, len(ev.sequences), ev.batch_crc, ev.acks))
+        else:
+            p.failed += len(ev.sequences)
+            for s in ev.sequences:
+                p.errors[s] = ev.error
+
+    def _on_load_started(self, rec: EventRecord) -> None:
+        p = self._producer(rec.node)
+        p.load_started_ms, p.load_finished_ms = rec.time_ms, None
+
+    def _on_load_finished(self, rec: EventRecord) -> None:
+        self._producer(rec.node).load_finished_ms = rec.time_ms
+
+    def _on_consume(self, rec: EventRecord) -> None:
+        ev = rec.event
+        n = len(ev.sequences)
+        self.consumed += n
+        positions = self.read_to.setdefault(ev.consumer, {})
+        key = (ev.topic, ev.partition)
+        positions[key] = max(positions.get(key, 0), ev.first_offset + n)
+
+    def _on_consume_done(self, rec: EventRecord) -> None:
+        self.consume_done.setdefault(rec.node, {})[rec.event.command] = rec.event.count
+
+    def _on_list_offsets_answer(self, rec: EventRecord) -> None:
+        self.list_offsets_answers.setdefault(rec.node, {})[rec.event.command] = rec.event
+
+    def _on_final_read_done(self, rec: EventRecord) -> None:
+        self.final_reads_done.append(rec.event)
+
+    # --- the view ------------------------------------------------------------------------------------
+
+    @property
+    def now_ms(self) -> float:
+        return self._now_ms()
+
+    def is_running(self, node: str) -> bool:
+        return self.running.get(node, False)
+
+    def committed_partition(self, key: Key) -> Any:
+        """The newest committed `partition_change` of a partition (None before its creation)."""
+        return self._partitions.get(key)
+
+    def acting_leader(self, key: Key) -> ReplicaMirror | None:
+        """The leader's replica once it acts as leader in the committed leader epoch, else None
+        (no leader, not taken over yet, down, or a zombie of an older epoch)."""
+        ev = self._partitions.get(key)
+        if ev is None or ev.leader is None:
+            return None
+        r = self.replicas.get(ev.leader, {}).get(key)
+        return r if r is not None and r.role == "leader" and r.leader_epoch == ev.leader_epoch else None
+
+    def partitions(self) -> dict[str, PartitionState]:
+        out = {}
+        for key in sorted(self._partitions):
+            ev = self._partitions[key]
+            if ev.leader is None:
+                hwm = None
+            else:
+                leader = self.acting_leader(key)
+                hwm = UNKNOWN if leader is None else leader.hwm
+            out[f"{key[0]}-{key[1]}"] = PartitionState.from_change(ev, hwm)
+        return out
+
+    def replica(self, partition: str, broker: int) -> ReplicaState | None:
+        topic, _, p = partition.rpartition("-")
+        key = (topic, int(p))
+        r = self.replicas.get(broker, {}).get(key)
+        if r is None:
+            return None
+        ev = self._partitions.get(key)
+        return ReplicaState(leo=r.log.end_offset, hwm=r.hwm, in_sync=ev is not None and broker in ev.isr)
+
+    def brokers(self) -> dict[int, BrokerState]:
+        out = {}
+        for b in self.broker_ids:
+            reg = self._registrations.get(b)
+            out[b] = BrokerState(
+                fenced=UNKNOWN if reg is None else reg.fenced,
+                epoch=UNKNOWN if reg is None else reg.epoch,
+                alive=self.running.get(f"b{b}", False),
+            )
+        return out
+
+    def quorum(self) -> QuorumState:
+        states = {int(v[1:]): state for v, (state, _) in sorted(self._raft.items())}
+        leaders = [(epoch, int(v[1:])) for v, (state, epoch) in self._raft.items() if state == "leader"]
+        epochs = [epoch for _, epoch in self._raft.values()]
+        return QuorumState(leader=max(leaders)[1] if leaders else None, epoch=max(epochs) if epochs else None, states=states)
+
+    def acked(self) -> int:
+        """Records acknowledged so far (cheap: no log is read)."""
+        return sum(p.acked for p in self.producers.values())
+
+    def history(self) -> dict[str, Any]:
+        return {
+            "acked": self.acked(),
+            "failed": sum(p.failed for p in self.producers.values()),
+            "acked_lost": self.acked_lost(),
+            "consumed": self.consumed,
+            "elections_clean": self.elections["clean"],
+            "elections_unclean": self.elections["unclean"],
+            "elections_elr": self.elections["elr"],
+            "quorum_elections": self.quorum_elections,
+        }
+
+    def acked_lost(self) -> int:
+        """Acknowledged acks=all records missing from the partition's log now: the acting
+        leader's, or, while there is none, every running replica's."""
+        lost = 0
+        for p in self.producers.values():
+            for b in p.acked_batches:
+                if b.acks != "all":
+                    continue
+                key = (b.topic, b.partition)
+                leader = self.acting_leader(key)
+                if leader is not None:
+                    holders = [leader.log]
+                else:
+                    holders = [r.log for reps in self.replicas.values() if (r := reps.get(key)) is not None]
+                if not any(log.holds(b.base_offset, b.count, b.crc) for log in holders):
+                    lost += b.count
+        return lost
+
+    # --- clients' progress (for steps) ---------------------------------------------------------------
+
+    def outcomes(self, producer: str, first: int, count: int) -> tuple[int, int, list[str]]:
+        """(acked, not acked, errors) of a producer's records `first`..`first+count-1` so far."""
+        p = self.producers.get(producer)
+        if p is None:
+            return 0, 0, []
+        window = p.outcomes[first : first + count]
+        acked = window.count(OK)
+        settled = count - window.count(PENDING) - (count - len(window))
+        errors = []
+        for s in range(first, first + count):
+            e = p.errors.get(s)
+            if e is not None and e not in errors:
+                errors.append(e)
+        return acked, settled - acked, errors
+
+    def load_stats(self) -> dict[str, float] | None:
+        """What the background load achieved: records acknowledged and failed by the load's
+        producers, and acknowledged records per second of load (start to end, or to now)."""
+        now = self.now_ms
+        loads = [p for p in self.producers.values() if p.load_started_ms is not None]
+        if not loads:
+            return None
+        start = min(p.load_started_ms for p in loads)
+        end = max(now if p.load_finished_ms is None else p.load_finished_ms for p in loads)
+        duration_ms = max(end - start, 1.0)
+        acked = sum(p.acked for p in loads)
+        return {"acked": acked, "failed": sum(p.failed for p in loads), "duration_ms": round(duration_ms, 1),
+                "acked_per_s": round(acked * 1000.0 / duration_ms, 1)}

@@ -1,0 +1,52 @@
+"""The end of a Ray run: `RayCluster.close()` stops every process of the run before it removes
+the data, and each host's folder is removed by its own host agent (on a multi-node cluster the
+folder lives on that agent's machine, out of the driver's reach)."""
+
+import shutil
+import time
+
+import pytest
+
+from actors.runtime.ray import adapter
+from actors.runtime.ray.cluster import RayCluster
+from kraftlab.scenario.loading import validate
+from kraftlab.scenario.schema import ProduceArgs
+
+pytestmark = pytest.mark.ray
+
+
+def scenario():
+    return validate(
+        {
+            "name": "close",
+            "runtime": "ray",
+            "cluster": {"brokers": 1, "controllers": 1, "storage": "page_cache"},
+            "topics": [{"name": "t", "replication_factor": 1}],
+        },
+        "test_close.py",
+    )
+
+
+def test_close_stops_every_process_before_the_agents_remove_their_folders(local_ray, monkeypatch):
+    pids = {}  # node -> its process
+    cluster = RayCluster(scenario(), event_sinks=[lambda record: pids.update({record.node: record.event.pid}) if record.kind == "process_start" else None])
+    data_root = cluster.data_root
+    left_for_the_driver = []
+    real_rmtree = shutil.rmtree
+
+    def rmtree(path, *args, **kwargs):
+        if path == data_root:
+            left_for_the_driver.extend(sorted(p.name for p in data_root.iterdir()))
+        return real_rmtree(path, *args, **kwargs)
+
+    monkeypatch.setattr(shutil, "rmtree", rmtree)
+    try:
+        cluster.protocol_step("produce", ProduceArgs(topic="t", count=10, acks="all", expect="acked"))
+    finally:
+        cluster.close()
+    assert {"b1", "c1"} < set(pids)  # and the clients
+    assert [node for node, pid in pids.items() if adapter.process_is_running(pid)] == []
+    assert left_for_the_driver == ["clients"]  # b1's and c1's folders: removed by their agents
+    assert not data_root.exists()
+    time.sleep(1.0)
+    assert not data_root.exists()  # no writer left to bring a folder back

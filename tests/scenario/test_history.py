@@ -1,0 +1,78 @@
+"""The event history of simulated runs (contract.md, "`events/`"): complete, checkable from
+outside (records identified by producer and sequence from hand-over to the final read) and the
+same for the same seed."""
+
+import pyarrow.compute as pc
+import pytest
+
+from kraftlab.runner import run_scenario
+from kraftlab.scenario.loading import load_scenario
+from observability.history import read_history
+from tests.history_checks import assert_complete_history, lost_writes
+
+
+def run(name, tmp_path, sub="run", **overrides):
+    scenario, _ = load_scenario(name)
+    if overrides:
+        scenario = scenario.model_copy(update=overrides)
+    result = run_scenario(scenario, source=name, out_dir=tmp_path / sub)
+    return result.run_dir, result.summary
+
+
+@pytest.fixture(scope="module")
+def load_elr(tmp_path_factory):
+    return run("last-replica-standing-load", tmp_path_factory.mktemp("elr"))
+
+
+def test_a_load_run_with_a_crash_has_a_complete_history(load_elr):
+    run_dir, summary = load_elr
+    rows = assert_complete_history(run_dir, summary)
+    kinds = {r["kind"] for r in rows}
+    assert {"produce_send", "produce_ack", "consume", "final_read", "partition_change", "election", "fault"} <= kinds
+    # What the consumer read, it read in order, each offset once, from the records produced.
+    reads = [(r["offset"], r["producer"], r["sequence"]) for r in rows if r["kind"] == "consume"]
+    assert [o for o, _, _ in reads] == list(range(len(reads)))
+    produced = {(r["producer"], r["sequence"]) for r in rows if r["kind"] == "produce_send"}
+    assert {(p, s) for _, p, s in reads} <= produced
+    # ELR: every record acknowledged with acks=all is in the final read, from the leader.
+    assert lost_writes(rows) == set() and summary["stats"]["acked_lost"] == 0
+    assert {r["source"] for r in rows if r["kind"] == "final_read"} == {"leader"}
+    # The OS crash of b1 is a fault row, and what its page cache took a crash_lost row.
+    assert any(r["kind"] == "fault" and (r["fault"], r["target"]) == ("crash_os", "b1") for r in rows)
+    assert any(r["kind"] == "crash_lost" and r["target"] == "b1" and r["bytes_lost"] > 0 for r in rows)
+
+
+def test_without_elr_the_lost_writes_in_the_history_are_the_summarys_acked_lost(tmp_path):
+    run_dir, summary = run("last-replica-standing-load-no-elr", tmp_path)
+    rows = assert_complete_history(run_dir, summary)
+    assert len(lost_writes(rows)) == summary["stats"]["acked_lost"] > 0
+
+
+def test_a_partition_without_a_leader_is_read_from_every_running_replica(tmp_path):
+    run_dir, summary = run("stale-broker-epoch", tmp_path)
+    assert summary["final"]["partitions"]["t-0"]["leader"] is None
+    rows = assert_complete_history(run_dir, summary)
+    done = {(r["source"], r["broker"]): r["hwm"] for r in rows if r["kind"] == "final_read_done"}
+    assert done == {("replica", 1): 10, ("replica", 2): 10, ("replica", 3): 0}
+    read = {(r["broker"], r["offset"]) for r in rows if r["kind"] == "final_read"}
+    assert read == {(b, o) for b in (1, 2) for o in range(10)}
+
+
+def test_the_same_seed_writes_the_same_history(tmp_path):
+    a, _ = run("sim-faults-smoke", tmp_path, "a")
+    b, _ = run("sim-faults-smoke", tmp_path, "b")
+    ta, tb = read_history(a / "events"), read_history(b / "events")
+    assert ta.num_rows > 100 and ta.equals(tb)
+
+
+def test_acknowledged_records_carry_their_offsets_and_latencies(load_elr):
+    run_dir, _ = load_elr
+    table = read_history(run_dir / "events")
+    acks = table.filter(pc.and_(pc.equal(table["kind"], "produce_ack"), pc.equal(table["outcome"], "ok")))
+    assert acks.num_rows > 0
+    assert pc.all(pc.is_valid(acks["offset"])).as_py() and pc.min(acks["latency_ms"]).as_py() >= 0
+    # Each acknowledged offset holds that very record in the final read.
+    final = table.filter(pc.equal(table["kind"], "final_read"))
+    at = dict(zip(zip(final["partition"].to_pylist(), final["offset"].to_pylist()), zip(final["producer"].to_pylist(), final["sequence"].to_pylist()), strict=True))
+    for p, o, prod, seq in zip(acks["partition"].to_pylist(), acks["offset"].to_pylist(), acks["producer"].to_pylist(), acks["sequence"].to_pylist(), strict=True):
+        assert at[(p, o)] == (prod, seq)
