@@ -15,7 +15,7 @@ compared only where it changed since the last look.
 | RaftLeaderCompleteness      | a voter that becomes leader holds every canonical committed entry       |
 | RaftDurability              | every committed entry is on some voter (running, or on a stopped one's disk) |
 | MonotonicHighWatermark      | the HWM the newest leader reports never goes below one reported before  |
-| MonotonicEpoch              | a voter's durable (quorum-state) epoch, seen at each start and crash, never decreases |
+| MonotonicEpoch              | a voter's durable (quorum-state) epoch, as each crash finds it on stable storage, never decreases |
 | OnlyProspectiveToCandidate  | with Pre-Vote, Candidate is entered only from Prospective               |
 
 `QuorumDisruption` (below) adds the two liveness checks the sweeps use.
@@ -41,7 +41,7 @@ class VoterMirror:
     state: str | None = None
     epoch: int = 0
     running: bool = False
-    durable_epoch: int = 0  # the largest durable epoch seen at a start or a crash
+    durable_epoch: int = 0  # the largest durable epoch a crash found (raft_survived)
     match_len: int = 0  # length of the prefix known to equal the canonical log
     recovered_match: int = 0  # the same, for a stopped voter's disk
     changed: bool = True
@@ -100,8 +100,9 @@ class QuorumChecks:
     def _on_recovered(self, v: VoterMirror, rec: EventRecord) -> None:
         ev = rec.event
         v.entries = list(zip(ev.entry_epochs, ev.entry_crcs, strict=True))
+        # Not a durable epoch: after a process crash the start reads the page cache too, which an
+        # OS crash may still take (an unflushed `unattached` epoch); raft_survived tells durability.
         v.changed = True
-        self._saw_durable_epoch(rec.node, v, ev.epoch)
 
     def _on_appended(self, v: VoterMirror, rec: EventRecord) -> None:
         ev = rec.event

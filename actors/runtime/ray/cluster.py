@@ -289,7 +289,8 @@ class RayCluster(RoleCluster):
             raise StepFailed(f"{node} is not running")
         self.sim.record(Fault("shutdown", node))
         adapter.get(self.sim.nodes[node].handle.request_shutdown.remote(), CALL_TIMEOUT_S)
-        if not self.run_until(lambda: not self.sim.is_running(node), timeout_ms):
+        # Done when the history says so (its process_stop reached the view), not just the actor.
+        if not self.run_until(lambda: not self.sim.is_running(node) and not self.view().running.get(node, False), timeout_ms):
             raise StepFailed(f"{node} did not finish its controlled shutdown within {timeout_ms:g} ms")
 
     def _push_faults(self) -> None:

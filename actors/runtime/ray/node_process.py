@@ -143,10 +143,13 @@ class NodeProcess:
     def start(self, ray_node: str | None = None, pid: int | None = None) -> dict[str, Any]:
         marker = self.files.take_clean_shutdown_marker()
         ctx = StartContext(self.name, self.files.read_all(), marker, random.Random(self.rng.getrandbits(64)))
-        self._record(self.clock.now_ms(), ProcessStart(marker is not None, ray_node, pid))
+        # The start and what the role recovers share one instant: the readers judge a node's
+        # events of one instant together, never a started broker whose logs are not yet told.
+        now = self.clock.now_ms()
+        self._record(now, ProcessStart(marker is not None, ray_node, pid))
         self.role = self.factory(ctx)
         self._flush_task = asyncio.get_running_loop().create_task(self._background_flush_loop())
-        self._run(lambda now: self.role.start(now))
+        self._run(lambda now: self.role.start(now), at_ms=now)
         return {"clean": marker is not None}
 
     async def _background_flush_loop(self) -> None:
@@ -224,17 +227,18 @@ class NodeProcess:
 
     # --- carrying out outputs -------------------------------------------------------------------
 
-    def _run(self, step: Callable[[float], Output | None]) -> None:
-        self._run_many([step])
+    def _run(self, step: Callable[[float], Output | None], at_ms: float | None = None) -> None:
+        self._run_many([step], at_ms)
 
-    def _run_many(self, steps: list[Callable[[float], Output | None]]) -> None:
+    def _run_many(self, steps: list[Callable[[float], Output | None]], at_ms: float | None = None) -> None:
         """Feed inputs to the role, apply storage, then send (after a flush if a send waits on it)."""
         sends: list[Envelope] = []
         tokens: list[Any] = []
         deadline: float | None = None
         stop: StopProcess | None = None
         for step in steps:
-            now = self.clock.now_ms()
+            now = self.clock.now_ms() if at_ms is None else at_ms
+            at_ms = None  # only the first step is given its instant
             out = step(now)
             if out is None:
                 continue

@@ -142,7 +142,8 @@ class SimCluster(RoleCluster):
         if not self.sim.is_running(node):
             raise StepFailed(f"{node} is not running")
         self.sim.request_shutdown(node)
-        if not self.run_until(lambda: not self.sim.is_running(node), timeout_ms):
+        # Done when the history says so (its process_stop reached the view), not just the actor.
+        if not self.run_until(lambda: not self.sim.is_running(node) and not self.view().running.get(node, False), timeout_ms):
             raise StepFailed(f"{node} did not finish its controlled shutdown within {timeout_ms:g} ms")
 
     def isolate(self, node: str) -> None:
