@@ -750,8 +750,9 @@ class RaftAppended(NamedTuple):
 
 @event("raft_recovered")
 class RaftRecovered(NamedTuple):
-    """A node's metadata log as it survived at a process start, and the epoch of its durable
-    quorum state."""
+    """A node's metadata log as it survived at a process start, and the epoch of its stored
+    quorum state (as the start read it: after a process crash that includes the page cache, so
+    not necessarily durable; `raft_survived` tells what stable storage holds)."""
 
     entry_epochs: tuple[int, ...]
     entry_crcs: tuple[int, ...]
