@@ -24,6 +24,7 @@ A value the history cannot tell yet is `UNKNOWN` (states.py).
 
 from __future__ import annotations
 
+import itertools
 from bisect import bisect_right
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -40,12 +41,17 @@ PENDING, OK, FAIL, INFO = 0, 1, 2, 3
 _OUTCOME = {"ok": OK, "fail": FAIL, "info": INFO}
 
 
+_VERSIONS = itertools.count()
+
+
 class LogMirror:
     """A replica's log as the history tells it, batch by batch.
 
     Invariant: batches are contiguous from the first base offset, `end_offset` is the LEO, and
-    `version` grows at every truncation or replacement (a prefix checked at one version stays the
-    same until it changes)."""
+    `version` is new at the mirror's creation and at every truncation or replacement, unique
+    among all mirrors (a prefix checked at one version stays the same until it changes; a check
+    that remembers a version never mistakes a restarted replica's new mirror for the old one, as
+    it could with `id()`, which a freed object's successor may reuse)."""
 
     __slots__ = ("bases", "counts", "crcs", "end_offset", "epochs", "version")
 
@@ -55,7 +61,7 @@ class LogMirror:
         self.epochs: list[int] = []
         self.crcs: list[int] = []
         self.end_offset = 0
-        self.version = 0
+        self.version = next(_VERSIONS)
 
     def append(self, base: int, count: int, epoch: int, crc: int) -> None:
         self.bases.append(base)
@@ -73,12 +79,12 @@ class LogMirror:
             i -= 1
         del self.bases[i:], self.counts[i:], self.epochs[i:], self.crcs[i:]
         self.end_offset = self.bases[-1] + self.counts[-1] if self.bases else 0
-        self.version += 1
+        self.version = next(_VERSIONS)
 
     def replace(self, bases: Iterable[int], counts: Iterable[int], epochs: Iterable[int], crcs: Iterable[int]) -> None:
         self.bases, self.counts, self.epochs, self.crcs = list(bases), list(counts), list(epochs), list(crcs)
         self.end_offset = self.bases[-1] + self.counts[-1] if self.bases else 0
-        self.version += 1
+        self.version = next(_VERSIONS)
 
     def batch_index(self, offset: int) -> int | None:
         """The index of the batch holding `offset`, None past the LEO."""

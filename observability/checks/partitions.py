@@ -355,9 +355,7 @@ class PartitionChecks:
         holders = [r.log for r in running.values()] + list(down.values())
         # Logs only grow between truncations (`version`): a batch found once stays found until a
         # holder is truncated, replaced or gone.
-        stamp = tuple(sorted((b, id(r.log), r.log.version) for b, r in running.items())) + tuple(
-            sorted((b, id(log), log.version) for b, log in down.items())
-        )
+        stamp = tuple(sorted((b, r.log.version) for b, r in running.items())) + tuple(sorted((b, log.version) for b, log in down.items()))
         state = self._lost_checked.get(key)
         start = state[1] if state is not None and state[0] == stamp else 0
         for i in range(start, len(acked)):
