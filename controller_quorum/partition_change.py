@@ -17,7 +17,8 @@ differ, protocol-facts.md says to follow the controller):
 - With ELR off, the ISR never becomes empty: its last member stays even when fenced (Kafka's
   behaviour before KIP-966, the Last Replica Standing).
 Election order: keep the current leader if still acceptable; else the first acceptable replica in
-replica order; the preferred election takes replicas[0] only. Unclean elections (legacy
+replica order; the preferred election takes replicas[0] only. An election from the ELR is clean but
+of its own kind, "elr" (Kafka 4.1 counts it apart: ElectionFromEligibleLeaderReplicasPerSec). Unclean elections (legacy
 `unclean.leader.election.enable`, or ElectLeaders type unclean) take the first active replica and
 mark the partition RECOVERING (KIP-704).
 """
@@ -62,7 +63,7 @@ def change_partition(
     remove: int | None = None,
     target_isr: tuple[int, ...] | None = None,
     unclean_shutdown: frozenset[int] = frozenset(),
-    election: str = "clean",  # clean | preferred | unclean | none
+    election: str = "clean",  # clean | preferred | unclean | none (the kind of election asked for)
     recovery_state: str | None = None,
 ) -> PartitionRecord | None:
     """The partition's new state, or None when nothing changes."""
@@ -85,7 +86,7 @@ def change_partition(
     if elected == "unclean":
         lrs = RECOVERING
         elr, lkelr = [], []
-    if elected == "clean" and len(isr) >= policy.min_isr:
+    if elected in ("clean", "elr") and len(isr) >= policy.min_isr:
         elr, lkelr = [], []
     if policy.elr_enabled and policy.last_known_leader_only:
         lkelr = _last_known_leader(part, isr, leader)
@@ -157,7 +158,8 @@ def _last_known_leader(part: PartitionRecord, isr: list[int], leader: int | None
 
 
 def _elect(part, isr, elr, active, election, policy):
-    """(leader, isr, elr, how) where how is clean, unclean or None (no acceptable replica)."""
+    """(leader, isr, elr, how) where how is clean (from the ISR), elr (clean, from the ELR), unclean,
+    or None (no acceptable replica)."""
     if election == "none":
         leader = part.leader if part.leader in isr and active(part.leader) else None
         return leader, isr, elr, None if leader is None else "clean"
@@ -175,8 +177,9 @@ def _elect(part, isr, elr, active, election, policy):
     if policy.elr_enabled:
         for b in part.replicas:
             if b in elr and active(b):
-                # Case B: an unfenced ELR member leads and moves to the ISR.
-                return b, [b], [x for x in elr if x != b], "clean"
+                # Case B: an unfenced ELR member leads and moves to the ISR; a clean election,
+                # of kind "elr" (Kafka's "using ELR", PartitionChangeBuilder.tryElection).
+                return b, [b], [x for x in elr if x != b], "elr"
     if election == "unclean" or policy.unclean_leader_election:
         for b in part.replicas:
             if active(b):

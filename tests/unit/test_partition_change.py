@@ -45,7 +45,16 @@ def test_case_d_a_fenced_leader_replaced_with_the_isr_still_at_min_isr_gives_no_
 def test_case_b_an_unfenced_elr_member_is_elected_and_moves_to_the_isr():
     offline = part(leader=None, isr=(), elr=(1, 2))
     new = change_partition(offline, brokers(fenced=(1, 3)), ELR_ON, reason="broker_unfenced")
-    assert (new.leader, new.isr, new.elr, new.election) == (2, (2,), (1,), "clean")
+    assert (new.leader, new.isr, new.elr, new.election) == (2, (2,), (1,), "elr")
+
+
+def test_an_election_from_the_elr_has_its_own_kind_and_one_from_the_isr_stays_clean():
+    # Kafka 4.1 counts these apart (ElectionFromEligibleLeaderReplicasPerSec); both are clean.
+    from_elr = change_partition(part(leader=None, isr=(), elr=(2, 3)), brokers(fenced=(1, 2)), ELR_ON, reason="broker_unfenced")
+    assert (from_elr.leader, from_elr.isr, from_elr.elr, from_elr.election) == (3, (3,), (2,), "elr")
+    assert from_elr.leader_recovery_state != RECOVERING
+    from_isr = fence(part(isr=(1, 2), elr=(3,)), 1)
+    assert (from_isr.leader, from_isr.isr, from_isr.election) == (2, (2,), "clean")
 
 
 def test_case_e_and_g_isr_expansion_to_min_isr_empties_the_elr():
