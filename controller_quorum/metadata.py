@@ -61,7 +61,7 @@ class PartitionRecord:
     partition_epoch: int
     leader_recovery_state: str = RECOVERED
     reason: str = "create"
-    election: str | None = None  # "clean" | "unclean" | None (no new leader)
+    election: str | None = None  # "clean" | "elr" (clean, from the ELR) | "unclean" | None (no new leader)
     # A reassignment in progress (§6.7): replicas joining, and replicas leaving once it completes.
     adding_replicas: tuple[int, ...] = ()
     removing_replicas: tuple[int, ...] = ()

@@ -8,14 +8,17 @@ differ, protocol-facts.md says to follow the controller):
 - Otherwise every replica that was in the ISR or ELR and is not in the target ISR enters the ELR
   (cases A, C: Kafka puts *every* replica removed while ISR < MinISR there, the fenced ex-leader
   whose removal empties the ISR included), except replicas that shut down uncleanly, which go to
-  the LastKnownELR instead (KIP-966 design; `last_known_leader` keeps only the last leader there,
-  as shipped Kafka 4.x does).
+  the LastKnownELR instead (KIP-966 design).
+- `last_known_leader` (shipped Kafka 4.x) keeps only the last leader in the LastKnownELR: it is set
+  to [the current leader] by a change that empties the ISR, ELR members left or not, and cleared
+  when the partition gets or keeps a leader (`_last_known_leader`).
 - Leader candidates are the ISR, then unfenced ELR members; an ELR member elected leader moves to
   the ISR (case B).
 - With ELR off, the ISR never becomes empty: its last member stays even when fenced (Kafka's
   behaviour before KIP-966, the Last Replica Standing).
 Election order: keep the current leader if still acceptable; else the first acceptable replica in
-replica order; the preferred election takes replicas[0] only. Unclean elections (legacy
+replica order; the preferred election takes replicas[0] only. An election from the ELR is clean but
+of its own kind, "elr" (Kafka 4.1 counts it apart: ElectionFromEligibleLeaderReplicasPerSec). Unclean elections (legacy
 `unclean.leader.election.enable`, or ElectLeaders type unclean) take the first active replica and
 mark the partition RECOVERING (KIP-704).
 """
@@ -60,7 +63,7 @@ def change_partition(
     remove: int | None = None,
     target_isr: tuple[int, ...] | None = None,
     unclean_shutdown: frozenset[int] = frozenset(),
-    election: str = "clean",  # clean | preferred | unclean | none
+    election: str = "clean",  # clean | preferred | unclean | none (the kind of election asked for)
     recovery_state: str | None = None,
 ) -> PartitionRecord | None:
     """The partition's new state, or None when nothing changes."""
@@ -83,8 +86,10 @@ def change_partition(
     if elected == "unclean":
         lrs = RECOVERING
         elr, lkelr = [], []
-    if elected == "clean" and len(isr) >= policy.min_isr:
+    if elected in ("clean", "elr") and len(isr) >= policy.min_isr:
         elr, lkelr = [], []
+    if policy.elr_enabled and policy.last_known_leader_only:
+        lkelr = _last_known_leader(part, isr, leader)
 
     new = replace(
         part,
@@ -118,19 +123,43 @@ def _eligible_leader_replicas(
     candidates = [b for b in part.replicas if b in set(part.elr) | set(part.isr)]
     elr = [b for b in candidates if b not in in_isr and b not in unclean_shutdown]
     if policy.last_known_leader_only:
-        lkelr = list(part.last_known_elr)
-        if not isr and not elr and part.leader is not None:
-            lkelr = [part.leader]
-        elif not isr and not elr and part.isr:
-            lkelr = [part.isr[0]]
-        return elr, lkelr
+        return elr, list(part.last_known_elr)  # decided after the election (_last_known_leader)
     pool = set(candidates) | set(part.last_known_elr)
     lkelr = [b for b in part.replicas if b in pool and b not in in_isr and b not in elr]
     return elr, lkelr
 
 
+def _last_known_leader(part: PartitionRecord, isr: list[int], leader: int | None) -> list[int]:
+    """The LastKnownELR under `unclean.recovery.strategy: last_known_leader`, given the ISR and the
+    leader after the election. Kafka's PartitionChangeBuilder.maybeUpdateLastKnownLeader
+    (apache/kafka metadata/src/main/java/org/apache/kafka/controller/PartitionChangeBuilder.java,
+    read at 1eb7644349cb07139d6a3c1ad1986979647cac99):
+
+        if (record.isr() != null && record.isr().isEmpty() && (partition.lastKnownElr.length != 1 ||
+            partition.lastKnownElr[0] != partition.leader)) {
+            record.setLastKnownElr(Collections.singletonList(partition.leader));
+        } else if ((record.leader() >= 0 || (partition.leader != NO_LEADER && record.leader() != NO_LEADER))
+            && partition.lastKnownElr.length > 0) {
+            record.setLastKnownElr(Collections.emptyList());
+        }
+
+    i.e. a change that empties the ISR records the current leader (whatever the ELR holds), unless
+    the LastKnownELR already is just that leader; a change after which the partition has a leader
+    (new or kept) clears it; anything else leaves it alone. Kafka's other LastKnownELR rules
+    (maybePopulateTargetElr, maybeUpdateRecordElr) are not written to the record in this mode.
+    One departure: a change emptying the ISR of a partition that already had no leader leaves the
+    LastKnownELR alone here, where Kafka would store NO_LEADER (-1) in it."""
+    current = list(part.last_known_elr)
+    if part.isr and not isr and part.leader is not None:
+        return current if current == [part.leader] else [part.leader]
+    if leader is not None:
+        return []
+    return current
+
+
 def _elect(part, isr, elr, active, election, policy):
-    """(leader, isr, elr, how) where how is clean, unclean or None (no acceptable replica)."""
+    """(leader, isr, elr, how) where how is clean (from the ISR), elr (clean, from the ELR), unclean,
+    or None (no acceptable replica)."""
     if election == "none":
         leader = part.leader if part.leader in isr and active(part.leader) else None
         return leader, isr, elr, None if leader is None else "clean"
@@ -148,8 +177,9 @@ def _elect(part, isr, elr, active, election, policy):
     if policy.elr_enabled:
         for b in part.replicas:
             if b in elr and active(b):
-                # Case B: an unfenced ELR member leads and moves to the ISR.
-                return b, [b], [x for x in elr if x != b], "clean"
+                # Case B: an unfenced ELR member leads and moves to the ISR; a clean election,
+                # of kind "elr" (Kafka's "using ELR", PartitionChangeBuilder.tryElection).
+                return b, [b], [x for x in elr if x != b], "elr"
     if election == "unclean" or policy.unclean_leader_election:
         for b in part.replicas:
             if active(b):

@@ -181,6 +181,7 @@ def build_summary(
             "consumed": history.get("consumed"),
             "elections_clean": history.get("elections_clean"),
             "elections_unclean": history.get("elections_unclean"),
+            "elections_elr": history.get("elections_elr"),
             "events": runtime_stats["events"],
             "sim_ms": runtime_stats["sim_ms"],
             "wall_s": round(wall_s, 3),

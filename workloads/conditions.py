@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kraftlab.scenario.schema import Comparison, Condition
+from kraftlab.scenario.schema import HISTORY_COUNTERS, Comparison, Condition
 
 from observability.projection import ClusterProjection as ClusterView
 from observability.states import UNKNOWN
@@ -18,7 +18,7 @@ def actual_values(cond: Condition, view: ClusterView) -> dict[str, Any]:
     out: dict[str, Any] = {}
     history = None
     for key in checks:
-        if key in ("acked", "failed", "acked_lost", "consumed", "elections_clean", "elections_unclean", "quorum_elections"):
+        if key in HISTORY_COUNTERS:
             history = history if history is not None else view.history()
             out[key] = history.get(key, UNKNOWN)
         elif cond.partition is not None:

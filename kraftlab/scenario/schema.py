@@ -286,7 +286,8 @@ REPLICA_ATTRS = ("leo", "hwm", "in_sync")
 BROKER_ATTRS = ("fenced", "epoch", "alive")
 QUORUM_ATTRS = ("leader", "epoch", "states")
 HISTORY_COUNTERS = (
-    "acked", "failed", "acked_lost", "consumed", "elections_clean", "elections_unclean", "quorum_elections",
+    "acked", "failed", "acked_lost", "consumed", "elections_clean", "elections_unclean", "elections_elr",
+    "quorum_elections",
 )
 SUBJECTS = {"partition": PARTITION_ATTRS, "replica": REPLICA_ATTRS, "broker": BROKER_ATTRS, "quorum": QUORUM_ATTRS}
 
@@ -323,6 +324,7 @@ class Condition(Strict):
     consumed: NumberCond = None
     elections_clean: NumberCond = None
     elections_unclean: NumberCond = None
+    elections_elr: NumberCond = None  # of the clean elections, those from the ELR
     quorum_elections: NumberCond = None
 
     @model_validator(mode="after")

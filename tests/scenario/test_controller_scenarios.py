@@ -34,6 +34,44 @@ def test_kip966_steps_1_to_7_at_the_controller(tmp_path):
     assert result.summary["final"]["partitions"]["t-0"]["last_known_elr"] == [1]
 
 
+def test_an_election_from_the_elr_is_counted_apart_and_still_clean(tmp_path):
+    """R2 elected from the ELR (KIP-966 step 7): election_kind "elr", counted in elections_elr
+    and, as a clean election, in elections_clean (Kafka 4.1's ElectionFromEligibleLeaderReplicasPerSec)."""
+    scenario, _ = load_scenario("elr-controller-steps")
+    result = run_scenario(scenario, source="elr-controller-steps", out_dir=tmp_path / "run")
+    assert_ok(result.summary)
+    stats = result.summary["stats"]
+    assert (stats["elections_elr"], stats["elections_unclean"]) == (1, 0)
+    assert stats["elections_clean"] >= stats["elections_elr"]
+    events = read_rows(result.run_dir / "events")
+    kinds = {(e["metadata_offset"], e["leader"], e["election_kind"]) for e in events if e["kind"] == "election"}
+    assert [(leader, kind) for _, leader, kind in kinds if kind == "elr"] == [(2, "elr")]
+
+
+def test_elections_elr_is_a_history_counter_conditions_can_check(tmp_path):
+    summary, _ = run_yaml(
+        tmp_path,
+        """
+        name: elr-counter
+        cluster: {brokers: 3, controllers: 1, config: {min.insync.replicas: 2}}
+        topics: [{name: t, replication_factor: 3, assignment: {0: [1, 2, 3]}}]
+        steps:
+          - isolate: b3
+          - wait_for: {partition: t-0, isr: [1, 2], timeout_ms: 20000}
+          - isolate: b2
+          - wait_for: {partition: t-0, isr: [1], elr: [2], timeout_ms: 20000}
+          - expect: {elections_elr: 0}
+          - isolate: b1
+          - wait_for: {partition: t-0, leader: null, isr: [], elr: [1, 2], timeout_ms: 20000}
+          - heal: b2
+          - wait_for: {partition: t-0, leader: 2, elections_elr: 1, timeout_ms: 20000}
+          - expect: {elections_elr: 1, elections_clean: ">= 1", elections_unclean: 0}
+        """,
+    )
+    assert_ok(summary)
+    assert summary["stats"]["elections_elr"] == 1
+
+
 def test_topics_are_placed_round_robin_with_the_first_replica_leading(tmp_path):
     summary, _ = run_yaml(
         tmp_path,

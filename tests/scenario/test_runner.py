@@ -15,7 +15,7 @@ from kraftlab.scenario.schema import Scenario
 from observability.history import read_rows
 
 SUMMARY_KEYS = {"scenario", "seed", "runtime", "ok", "failures", "violations", "stats", "final", "replay"}
-STATS_KEYS = {"acked", "failed", "acked_lost", "consumed", "elections_clean", "elections_unclean", "events", "sim_ms", "wall_s", "trace_hash"}
+STATS_KEYS = {"acked", "failed", "acked_lost", "consumed", "elections_clean", "elections_unclean", "elections_elr", "events", "sim_ms", "wall_s", "trace_hash"}
 
 
 def cli(*args):

@@ -45,7 +45,16 @@ def test_case_d_a_fenced_leader_replaced_with_the_isr_still_at_min_isr_gives_no_
 def test_case_b_an_unfenced_elr_member_is_elected_and_moves_to_the_isr():
     offline = part(leader=None, isr=(), elr=(1, 2))
     new = change_partition(offline, brokers(fenced=(1, 3)), ELR_ON, reason="broker_unfenced")
-    assert (new.leader, new.isr, new.elr, new.election) == (2, (2,), (1,), "clean")
+    assert (new.leader, new.isr, new.elr, new.election) == (2, (2,), (1,), "elr")
+
+
+def test_an_election_from_the_elr_has_its_own_kind_and_one_from_the_isr_stays_clean():
+    # Kafka 4.1 counts these apart (ElectionFromEligibleLeaderReplicasPerSec); both are clean.
+    from_elr = change_partition(part(leader=None, isr=(), elr=(2, 3)), brokers(fenced=(1, 2)), ELR_ON, reason="broker_unfenced")
+    assert (from_elr.leader, from_elr.isr, from_elr.elr, from_elr.election) == (3, (3,), (2,), "elr")
+    assert from_elr.leader_recovery_state != RECOVERING
+    from_isr = fence(part(isr=(1, 2), elr=(3,)), 1)
+    assert (from_isr.leader, from_isr.isr, from_isr.election) == (2, (2,), "clean")
 
 
 def test_case_e_and_g_isr_expansion_to_min_isr_empties_the_elr():
@@ -122,3 +131,36 @@ def test_the_metadata_invariants_catch_a_bad_shape_a_fenced_isr_member_and_an_ep
     # A broker fenced and taken out of the ISR by records committed together is never judged in between.
     assert commit(state(isr=(1, 2), leader_epoch=6, partition_epoch=10)) == set()
     assert commit(BrokerChange(2, 5, True, 0), state(isr=(1,), elr=(2,), leader_epoch=6, partition_epoch=11)) == set()
+
+
+# --- LastKnownELR under unclean.recovery.strategy=last_known_leader (Kafka's
+# PartitionChangeBuilder.maybeUpdateLastKnownLeader) ------------------------------------------------
+
+LAST_KNOWN_LEADER = ChangePolicy(min_isr=2, elr_enabled=True, unclean_leader_election=False, last_known_leader_only=True)
+
+
+def test_last_known_leader_is_recorded_when_a_change_empties_the_isr_even_with_an_elr():
+    p = fence(part(), 3, policy=LAST_KNOWN_LEADER)
+    assert (p.isr, p.elr, p.last_known_elr, p.leader) == ((1, 2), (), (), 1)
+    p = fence(p, 2, policy=LAST_KNOWN_LEADER, fenced=(2, 3))
+    assert (p.isr, p.elr, p.last_known_elr, p.leader) == ((1,), (2,), (), 1)
+    p = fence(p, 1, policy=LAST_KNOWN_LEADER, fenced=(1, 2, 3))
+    assert (p.isr, p.elr, p.last_known_elr, p.leader) == ((), (1, 2), (1,), None)
+    # It stays while the partition is leaderless: an ELR member lost to an unclean shutdown...
+    p = change_partition(p, brokers(fenced=(1, 2, 3)), LAST_KNOWN_LEADER, reason="unclean_shutdown", unclean_shutdown=frozenset({2}))
+    assert (p.isr, p.elr, p.last_known_elr, p.leader) == ((), (1,), (1,), None)
+    # ... and it is cleared once the partition has a leader again (here an ELR member).
+    p = change_partition(p, brokers(fenced=(2, 3)), LAST_KNOWN_LEADER, reason="broker_unfenced")
+    assert (p.isr, p.elr, p.last_known_elr, p.leader) == ((1,), (), (), 1)
+
+
+def test_last_known_leader_is_not_rewritten_when_it_already_holds_just_that_leader():
+    p = part(leader=1, isr=(1,), elr=(2,), lkelr=(1,))
+    new = fence(p, 1, policy=LAST_KNOWN_LEADER, fenced=(1, 2))
+    assert (new.isr, new.elr, new.last_known_elr, new.leader) == ((), (1, 2), (1,), None)
+
+
+def test_last_known_leader_is_cleared_while_the_partition_keeps_its_leader():
+    p = part(leader=1, isr=(1,), elr=(), lkelr=(3,))
+    new = change_partition(p, brokers(), LAST_KNOWN_LEADER, reason="alter_partition", target_isr=(1, 2), election="none")
+    assert (new.isr, new.last_known_elr, new.leader) == ((1, 2), (), 1)

@@ -115,3 +115,22 @@ def test_the_recovered_leader_leads_alone_recovering_with_bumped_epochs():
     assert (new.leader, new.isr, new.elr, new.last_known_elr) == (2, (2,), (), ())
     assert (new.leader_epoch, new.partition_epoch) == (6, 8)
     assert new.leader_recovery_state == RECOVERING and new.election == "unclean"
+
+
+def test_last_known_leader_recovery_elects_the_leader_recorded_when_the_isr_emptied():
+    """The partition-change side (LastKnownELR = [last leader] when a change empties the ISR, even
+    with ELR members left) feeding this strategy: once unclean shutdowns empty the ELR, recovery
+    elects that leader, and only that one."""
+    from controller_quorum.partition_change import ChangePolicy, change_partition
+
+    policy = ChangePolicy(min_isr=2, elr_enabled=True, unclean_leader_election=False, last_known_leader_only=True)
+    p = PartitionRecord("t", 0, (1, 2, 3), (1,), (2,), (), 1, 5, 7)
+    p = change_partition(p, brokers(fenced=(1, 2, 3)), policy, reason="fenced", remove=1)
+    assert (p.isr, p.elr, p.last_known_elr) == ((), (1, 2), (1,))
+    assert plan_recovery(p, brokers(fenced=(1, 2, 3)), "last_known_leader") is None  # the ELR may come back
+    p = change_partition(p, brokers(fenced=(1, 2, 3)), policy, reason="unclean_shutdown", unclean_shutdown=frozenset({1, 2}))
+    assert (p.isr, p.elr, p.last_known_elr, p.leader) == ((), (), (1,), None)
+    candidates = plan_recovery(p, brokers(fenced=(1, 2)), "last_known_leader")
+    assert candidates == (1,)
+    assert choose_leader(candidates, {}, brokers(fenced=(1, 2)), "last_known_leader", window_over=False) is None
+    assert choose_leader(candidates, {}, brokers(fenced=(2,)), "last_known_leader", window_over=False) == 1
