@@ -22,6 +22,10 @@ from actors.replication.messages import (
     ListOffsetsRequest,
     MetadataRequest,
     ProduceRequest,
+    ProduceRequests,
+    ProduceResponse,
+    ProduceResponses,
+    coalesce,
 )
 from actors.replication.replica_manager import ReplicaManager
 from actors.settings import ClusterSettings
@@ -126,6 +130,7 @@ class BrokerNode:
         self._follow_metadata(now_ms, out)
         deadlines = [d for d in (self.raft.next_deadline(), self.next_request_ms, self.data_plane.next_deadline()) if d is not None]
         out.next_deadline_ms = min(deadlines) if deadlines else None
+        out.sends = coalesce(out.sends, ProduceResponse, ProduceResponses)
         return out
 
     def _follow_metadata(self, now_ms: float, out: Output) -> None:
@@ -172,6 +177,9 @@ class BrokerNode:
             self.data_plane.on_fetch_request(envelope.src, p, now_ms, out)
         elif isinstance(p, FetchResponse):
             self.data_plane.on_fetch_response(envelope.src, p, now_ms, out)
+        elif isinstance(p, ProduceRequests):
+            for part in p.parts:
+                self.data_plane.on_produce(envelope.src, part, now_ms, out)
         elif isinstance(p, ProduceRequest):
             self.data_plane.on_produce(envelope.src, p, now_ms, out)
         elif isinstance(p, AlterPartitionResponse):

@@ -56,8 +56,7 @@ def run(partitions: int, warmup_ms: float, after_ms: float, out: Path) -> dict:
     cluster.crash("b1", "os")
 
     def failed_over() -> bool:
-        states = view.partitions()
-        return all(states[k].leader not in (None, 1) for k in led_by_1)
+        return all(view.partition(k).leader not in (None, 1) for k in led_by_1)
 
     done = cluster.run_until(failed_over, FAILOVER_LIMIT_MS)
     failover_ms = sim.now_ms - crash_ms

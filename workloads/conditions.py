@@ -22,7 +22,7 @@ def actual_values(cond: Condition, view: ClusterView) -> dict[str, Any]:
             history = history if history is not None else view.history()
             out[key] = history.get(key, UNKNOWN)
         elif cond.partition is not None:
-            state = view.partitions().get(cond.partition)
+            state = view.partition(cond.partition)
             out[key] = UNKNOWN if state is None else getattr(state, key)
         elif cond.replica is not None:
             state = view.replica(cond.replica.partition, cond.replica.broker)

@@ -123,7 +123,7 @@ class StepRunner:
             return f"c{followers[0]}"
         if ref.startswith("partition-leader:") or ref.startswith("partition-follower:"):
             selector, partition = ref.split(":", 1)
-            state = view.partitions().get(partition)
+            state = view.partition(partition)
             if state is None:
                 raise StepFailed(f"{ref}: the state of partition {partition} is not known")
             if selector == "partition-leader":

@@ -331,7 +331,7 @@ class RayCluster(RoleCluster):
         elif kind == "produce":
             self.clients.produce(args)
         elif kind == "list_offsets":
-            state = self.view().partitions().get(args.partition)
+            state = self.view().partition(args.partition)
             self.clients.list_offsets(args, None if state is None else state.leader)
         elif kind == "consume":
             self.clients.consume(args)

@@ -179,7 +179,7 @@ class SimCluster(RoleCluster):
         if kind == "produce":
             return self.clients.produce(args)
         if kind == "list_offsets":
-            state = self.view().partitions().get(args.partition)
+            state = self.view().partition(args.partition)
             return self.clients.list_offsets(args, None if state is None else state.leader)
         if kind == "consume":
             return self.clients.consume(args)
