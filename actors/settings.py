@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kraftlab.scenario.schema import ClusterSpec, KafkaConfig, ProtocolSwitches
+from workloads.scenario.schema import ClusterSpec, KafkaConfig, ProtocolSwitches
 from storage.modes import StorageMode
 
 

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from observability.latency import LatencyHistogram  # noqa: E402
 from actors.runtime.ray import adapter  # noqa: E402
 from actors.runtime.ray.cluster import RayCluster  # noqa: E402
-from kraftlab.scenario.schema import Scenario  # noqa: E402
+from workloads.scenario.schema import Scenario  # noqa: E402
 
 RECORD_BYTES = 100
 BUFFER_RECORDS = 4_000  # unthrottled load: records waiting or in flight at most (buffer.memory)

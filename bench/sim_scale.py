@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 
 from actors.runtime.sim.cluster import SimCluster
-from kraftlab.scenario.loading import validate
-from kraftlab.scenario.schema import LoadArgs
+from workloads.scenario.loading import validate
+from workloads.scenario.schema import LoadArgs
 from observability.history import HistoryWriter
 
 SESSION_TIMEOUT_MS = 9_000  # broker.session.timeout.ms (Kafka's default; the scenario keeps it)

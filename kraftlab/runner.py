@@ -31,7 +31,7 @@ from typing import Any
 
 import yaml
 
-from kraftlab.scenario.schema import Scenario
+from workloads.scenario.schema import Scenario
 from observability.availability import AvailabilityTracker
 from observability.events import StepsDone
 from observability.history import HistoryWriter

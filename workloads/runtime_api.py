@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 from observability.projection import ClusterProjection
 
-from .committed_history import CommittedHistory
+from observability.committed_history import CommittedHistory
 
 
 class StepFailed(Exception):

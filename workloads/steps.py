@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kraftlab.scenario.schema import (
+from workloads.scenario.schema import (
     CrashStep,
     ExpectStep,
     HealStep,
@@ -27,7 +27,7 @@ from kraftlab.scenario.schema import (
 from observability import events
 from observability.states import UNKNOWN
 
-from .conditions import actual_values, describe_subject, holds, mismatches
+from .conditions import actual_values, describe_subject, holds, mismatches, reported_from_now
 from .runtime_api import ClusterRuntime, StepFailed
 
 SHUTDOWN_TIMEOUT_MS = 60_000.0
@@ -71,7 +71,7 @@ class StepRunner:
             case WaitForStep(wait_for=cond):
                 view = rt.view()
                 # Also a committed state that came and went between two looks (committed_history.py).
-                reported = rt.committed_states.reported_from_now(cond)
+                reported = reported_from_now(rt.committed_states, cond)
                 if not rt.run_until(lambda: holds(cond, view) or reported(), cond.timeout_ms):
                     raise StepFailed(
                         f"timed out after {cond.timeout_ms} ms waiting for {describe_subject(cond)}: "

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from actors.clients.consumer import ConsumeCommand
 from actors.clients.producer import ACKS, ProduceCommand
-from kraftlab.scenario.schema import split_partition_ref
+from workloads.scenario.schema import split_partition_ref
 from observability.events import LoadStep, ProduceDone
 from workloads.conditions import matches
 from workloads.runtime_api import StepFailed

@@ -15,7 +15,7 @@ from controller_quorum.requests import NOT_CONTROLLER
 from observability.checks import OnlineChecks
 from observability.events import ClusterReady
 from observability.projection import ClusterProjection
-from workloads.committed_history import CommittedHistory
+from observability.committed_history import CommittedHistory
 from workloads.runtime_api import StepFailed
 
 ADMIN_RETRY_MS = 100.0

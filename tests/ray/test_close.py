@@ -9,8 +9,8 @@ import pytest
 
 from actors.runtime.ray import adapter
 from actors.runtime.ray.cluster import RayCluster
-from kraftlab.scenario.loading import validate
-from kraftlab.scenario.schema import ProduceArgs
+from workloads.scenario.loading import validate
+from workloads.scenario.schema import ProduceArgs
 
 pytestmark = pytest.mark.ray
 

@@ -10,8 +10,8 @@
 import pytest
 
 from actors.runtime.ray.cluster import RayCluster
-from kraftlab.scenario.loading import validate
-from kraftlab.scenario.schema import ProduceArgs
+from workloads.scenario.loading import validate
+from workloads.scenario.schema import ProduceArgs
 
 pytestmark = pytest.mark.ray
 

@@ -16,8 +16,8 @@ import yaml
 
 from actors.runtime.sim.cluster import SimCluster
 from actors.runtime.sim.faults import heal_everything, schedule_faults
-from kraftlab.scenario.loading import validate
-from kraftlab.scenario.schema import LoadArgs
+from workloads.scenario.loading import validate
+from workloads.scenario.schema import LoadArgs
 from observability.checks import QuorumDisruption
 from workloads.faults import FaultProfile, FaultSchedule
 

@@ -6,7 +6,7 @@ from actors.controller_node import ControllerNode
 from actors.runtime.sim.history import report_survivors
 from actors.runtime.sim.simulator import SimConfig, Simulator
 from actors.settings import ClusterSettings
-from kraftlab.scenario.schema import ClusterSpec
+from workloads.scenario.schema import ClusterSpec
 from observability.checks import QuorumChecks
 from storage.modes import StorageMode
 

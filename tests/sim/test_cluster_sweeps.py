@@ -8,7 +8,7 @@ import yaml
 
 from actors.runtime.sim.cluster import SimCluster
 from actors.runtime.sim.faults import heal_everything, schedule_faults
-from kraftlab.scenario.loading import validate
+from workloads.scenario.loading import validate
 from workloads.faults import FaultProfile, FaultSchedule
 
 from .seed_pool import in_seed_order

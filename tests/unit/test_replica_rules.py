@@ -17,7 +17,7 @@ from actors.replication.replica import PartitionReplica
 from actors.settings import ClusterSettings
 from controller_quorum.metadata import BrokerRegistration, MetadataImage, PartitionRecord
 from controller_quorum.requests import AlterPartitionRequest, AlterPartitionResponse
-from kraftlab.scenario.schema import ClusterSpec
+from workloads.scenario.schema import ClusterSpec
 from storage.codec import pack
 from storage.partition_log import PartitionLog, RecordBatch
 

@@ -23,7 +23,7 @@ from actors.runtime.network import NetworkFaults
 from actors.runtime.readout import RoleCluster
 from actors.settings import ClusterSettings
 from actors.survivors import survivors
-from kraftlab.scenario.schema import Scenario, split_partition_ref
+from workloads.scenario.schema import Scenario, split_partition_ref
 from observability.events import CrashLost, Fault, HostMoved, link_target, partition_target
 from storage.modes import CrashKind, StorageMode
 from workloads.runtime_api import StepFailed

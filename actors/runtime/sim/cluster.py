@@ -19,7 +19,7 @@ from actors.runtime.clients import Clients
 from actors.runtime.network import LatencyModel
 from actors.runtime.readout import RoleCluster
 from actors.settings import ClusterSettings
-from kraftlab.scenario.schema import LatencySpec, Scenario, split_partition_ref
+from workloads.scenario.schema import LatencySpec, Scenario, split_partition_ref
 from observability.events import Fault, link_target, partition_target
 from storage.modes import CrashKind, StorageMode
 from workloads.runtime_api import StepFailed
