@@ -28,7 +28,7 @@ from observability import events
 from observability.states import UNKNOWN
 
 from .conditions import actual_values, describe_subject, holds, mismatches, reported_from_now
-from .runtime_api import ClusterRuntime, StepFailed
+from actors.runtime.api import ClusterRuntime, StepFailed
 
 SHUTDOWN_TIMEOUT_MS = 60_000.0
 PROTOCOL_STEPS = ("produce", "consume", "load", "list_offsets", "elect", "reassign", "alter_config")

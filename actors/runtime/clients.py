@@ -16,7 +16,7 @@ from actors.clients.producer import ACKS, ProduceCommand
 from workloads.scenario.schema import split_partition_ref
 from observability.events import LoadStep, ProduceDone
 from workloads.conditions import matches
-from workloads.runtime_api import StepFailed
+from actors.runtime.api import StepFailed
 
 if TYPE_CHECKING:
     from .readout import RoleCluster

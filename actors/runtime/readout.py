@@ -16,7 +16,7 @@ from observability.checks import OnlineChecks
 from observability.events import ClusterReady
 from observability.projection import ClusterProjection
 from observability.committed_history import CommittedHistory
-from workloads.runtime_api import StepFailed
+from actors.runtime.api import StepFailed
 
 ADMIN_RETRY_MS = 100.0
 

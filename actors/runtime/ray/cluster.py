@@ -26,7 +26,7 @@ from actors.survivors import survivors
 from workloads.scenario.schema import Scenario, split_partition_ref
 from observability.events import CrashLost, Fault, HostMoved, link_target, partition_target
 from storage.modes import CrashKind, StorageMode
-from workloads.runtime_api import StepFailed
+from actors.runtime.api import StepFailed
 
 from . import adapter, file_store
 from .world import RayNode, RayWorld

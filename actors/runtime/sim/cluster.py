@@ -22,7 +22,7 @@ from actors.settings import ClusterSettings
 from workloads.scenario.schema import LatencySpec, Scenario, split_partition_ref
 from observability.events import Fault, link_target, partition_target
 from storage.modes import CrashKind, StorageMode
-from workloads.runtime_api import StepFailed
+from actors.runtime.api import StepFailed
 
 from .history import report_survivors
 from .simulator import SimConfig, Simulator
