@@ -7,11 +7,11 @@ import pytest
 import yaml
 
 from actors.contract import Envelope
-from actors.runtime.sim.cluster import SimCluster
 from controller_quorum.requests import AlterPartitionRequest
 from kraftlab.runner import run_scenario
-from workloads.scenario.loading import load_scenario, validate
 from observability.history import read_rows
+from workloads.drivers import sim_cluster
+from workloads.scenario.loading import load_scenario, validate
 
 
 def run_yaml(tmp_path, body: str, **overrides):
@@ -178,7 +178,7 @@ def alter_partition_world(**protocol):
     )
     raw = yaml.safe_load(text)
     raw["cluster"]["protocol"] = protocol
-    return SimCluster(validate(raw, "inline.yaml"))
+    return sim_cluster(validate(raw, "inline.yaml"))
 
 
 def send_alter_partition(cluster, new_isr_epochs, partition_epoch=None):
