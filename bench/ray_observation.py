@@ -27,8 +27,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from actors.runtime.ray.cluster import RayCluster  # noqa: E402
-from kraftlab.scenario.schema import LoadArgs, Scenario  # noqa: E402
 from observability.history import HistoryWriter  # noqa: E402
+from workloads.drivers import ray_cluster  # noqa: E402
+from workloads.scenario.schema import LoadArgs, Scenario  # noqa: E402
+from workloads.steps import protocol_command  # noqa: E402
 
 WARMUP_S = 5.0
 
@@ -58,9 +60,9 @@ def driver_share(cluster: RayCluster, seconds: float) -> tuple[float, int]:
 def run_one(partitions: int, seconds: float) -> dict:
     with tempfile.TemporaryDirectory(prefix="ray-observe-") as tmp:
         history = HistoryWriter(Path(tmp) / "events")
-        cluster = RayCluster(scenario(partitions), event_sinks=[history], data_root=Path(tmp) / "data")
+        cluster = ray_cluster(scenario(partitions), event_sinks=[history], data_root=Path(tmp) / "data")
         try:
-            cluster.clients.load(LoadArgs(producers=2, consumers=0, rate_per_s=2000, message_bytes=100, acks="all"), {"t": partitions})
+            cluster.clients.load(protocol_command("load", LoadArgs(producers=2, consumers=0, rate_per_s=2000, message_bytes=100, acks="all")), {"t": partitions})
             cluster.run_until(lambda: False, WARMUP_S * 1000.0)
             observing, rows = driver_share(cluster, seconds)
             acked = cluster.view().acked()

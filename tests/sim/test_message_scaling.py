@@ -5,13 +5,14 @@ producer's batches for one broker (and that broker's answers) travel in one mess
 
 from collections import Counter
 
-from actors.runtime.sim.cluster import SimCluster
-from kraftlab.scenario.loading import validate
-from kraftlab.scenario.schema import LoadArgs
+from workloads.drivers import sim_cluster
+from workloads.scenario.loading import validate
+from workloads.scenario.schema import LoadArgs
+from workloads.steps import protocol_command
 
 
 def messages_per_kind(partitions: int) -> Counter:
-    cluster = SimCluster(validate({
+    cluster = sim_cluster(validate({
         "name": f"scaling-{partitions}",
         "cluster": {"brokers": 3, "controllers": 1, "config": {"min.insync.replicas": 2}},
         "topics": [{"name": "t", "partitions": partitions, "replication_factor": 3}],
@@ -25,7 +26,7 @@ def messages_per_kind(partitions: int) -> Counter:
         transmit(env)
 
     sim.transmit = counting
-    cluster.clients.load(LoadArgs(producers=1, consumers=0, rate_per_s=2000, message_bytes=100, acks="all"), {"t": partitions})
+    cluster.clients.load(protocol_command("load", LoadArgs(producers=1, consumers=0, rate_per_s=2000, message_bytes=100, acks="all")), {"t": partitions})
     cluster.run_for(3_000)
     assert cluster.view().acked() > 4_000  # the load ran
     return counts

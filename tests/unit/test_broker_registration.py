@@ -7,13 +7,13 @@ import random
 
 from actors.broker_node import REGISTRATION_TIMEOUT_MS, BrokerNode
 from actors.contract import Envelope, StartContext
-from actors.settings import ClusterSettings
 from controller_quorum.requests import BrokerRegistrationRequest, BrokerRegistrationResponse
-from kraftlab.scenario.schema import ClusterSpec
+from workloads.drivers import cluster_settings
+from workloads.scenario.schema import ClusterSpec
 
 
 def broker() -> BrokerNode:
-    settings = ClusterSettings.from_spec(ClusterSpec.model_validate({"brokers": 3, "controllers": 1}))
+    settings = cluster_settings(ClusterSpec.model_validate({"brokers": 3, "controllers": 1}))
     b = BrokerNode(StartContext("b1", {}, None, random.Random(0)), settings)
     b.start(0.0)
     b.controller = "c1"  # as if the metadata log named its leader
