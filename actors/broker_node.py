@@ -22,6 +22,10 @@ from actors.replication.messages import (
     ListOffsetsRequest,
     MetadataRequest,
     ProduceRequest,
+    ProduceRequests,
+    ProduceResponse,
+    ProduceResponses,
+    coalesce,
 )
 from actors.replication.replica_manager import ReplicaManager
 from actors.settings import ClusterSettings
@@ -48,7 +52,10 @@ from observability.events import (
     DataPlaneServing,
 )
 
-REGISTRATION_RETRY_MS = 500
+REGISTRATION_RETRY_MS = 500  # after a refusal (DUPLICATE_BROKER_REGISTRATION) or no controller known
+# An unanswered registration is sent again after this (Kafka's BrokerLifecycleManager keeps one
+# registration in flight; its channel's timeout is controller.quorum.request.timeout.ms, 2 s).
+REGISTRATION_TIMEOUT_MS = 2_000
 NOT_CONTROLLER_BACKOFF_MS = 100
 
 
@@ -88,7 +95,12 @@ class BrokerNode:
         self.want_shutdown = False
         self.controller: str | None = None
         self.next_request_ms: float | None = None
-        self.request_in_flight = False
+        # The latest registration attempt, and whether it awaits its answer: at most one in
+        # flight, since each one the controller accepts makes a new broker epoch and an earlier
+        # attempt's epoch would be stale at once (on a loaded Ray, answers slower than a fixed
+        # resend interval looped).
+        self.registration_id = 0
+        self.registration_in_flight = False
         self.data_plane = ReplicaManager(self)
         self.serving = False  # the data plane follows the metadata (see the module docstring)
         c = settings.config
@@ -126,6 +138,7 @@ class BrokerNode:
         self._follow_metadata(now_ms, out)
         deadlines = [d for d in (self.raft.next_deadline(), self.next_request_ms, self.data_plane.next_deadline()) if d is not None]
         out.next_deadline_ms = min(deadlines) if deadlines else None
+        out.sends = coalesce(out.sends, ProduceResponse, ProduceResponses)
         return out
 
     def _follow_metadata(self, now_ms: float, out: Output) -> None:
@@ -151,8 +164,10 @@ class BrokerNode:
             self.next_request_ms = now_ms + REGISTRATION_RETRY_MS
             return
         if self.epoch is None:
-            req = BrokerRegistrationRequest(self.broker_id, self.settings.rack_of(self.broker_id), self.previous_epoch)
-            self.next_request_ms = now_ms + REGISTRATION_RETRY_MS
+            self.registration_id += 1
+            self.registration_in_flight = True
+            req = BrokerRegistrationRequest(self.broker_id, self.settings.rack_of(self.broker_id), self.previous_epoch, self.registration_id)
+            self.next_request_ms = now_ms + REGISTRATION_TIMEOUT_MS
         else:
             req = BrokerHeartbeatRequest(self.broker_id, self.epoch, self.raft.applied, self.want_shutdown)
             self.next_request_ms = now_ms + self.settings.config.broker_heartbeat_interval_ms
@@ -172,6 +187,9 @@ class BrokerNode:
             self.data_plane.on_fetch_request(envelope.src, p, now_ms, out)
         elif isinstance(p, FetchResponse):
             self.data_plane.on_fetch_response(envelope.src, p, now_ms, out)
+        elif isinstance(p, ProduceRequests):
+            for part in p.parts:
+                self.data_plane.on_produce(envelope.src, part, now_ms, out)
         elif isinstance(p, ProduceRequest):
             self.data_plane.on_produce(envelope.src, p, now_ms, out)
         elif isinstance(p, AlterPartitionResponse):
@@ -194,11 +212,17 @@ class BrokerNode:
         return self._finish(now_ms, out)
 
     def _on_registration_response(self, src: str, resp: BrokerRegistrationResponse, now_ms: float, out: Output) -> None:
+        if self.epoch is not None or not self.registration_in_flight or resp.request_id != self.registration_id:
+            return  # the answer to an attempt given up on (its epoch, if any, expires unused)
+        self.registration_in_flight = False
         if resp.error == NOT_CONTROLLER:
             self.controller = resp.controller
+            # Straight to the controller named, unless it named none or itself (not active yet).
+            self.next_request_ms = now_ms if resp.controller not in (None, src) else now_ms + NOT_CONTROLLER_BACKOFF_MS
             return
-        if resp.error is not None or self.epoch is not None:
-            return  # DUPLICATE_BROKER_REGISTRATION: the old session is not fenced yet; retry later
+        if resp.error is not None:
+            self.next_request_ms = now_ms + REGISTRATION_RETRY_MS  # DUPLICATE_BROKER_REGISTRATION: the old session is not fenced yet
+            return
         self.epoch = resp.broker_epoch
         self.controller = src
         out.emit(BrokerRegistered(self.epoch, self.previous_epoch is not None))

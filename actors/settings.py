@@ -1,11 +1,48 @@
-"""What every role needs to know about the cluster it runs in (from the scenario's `cluster`)."""
+"""What every role needs to know about the cluster it runs in, as plain values.
+
+The scenario's `cluster` becomes these in workloads/drivers.py (`cluster_settings`); the roles know
+nothing of the scenario model. `KafkaSettings` holds the static broker and controller config under
+the scenario's field names (`min_insync_replicas` for `min.insync.replicas`); `ProtocolSettings`
+the safety mechanisms' switches.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kraftlab.scenario.schema import ClusterSpec, KafkaConfig, ProtocolSwitches
 from storage.modes import StorageMode
+
+
+@dataclass(frozen=True)
+class KafkaSettings:
+    min_insync_replicas: int
+    eligible_leader_replicas_enable: bool
+    unclean_leader_election_enable: bool
+    unclean_recovery_strategy: str  # aggressive|proactive, balanced, none|manual, last_known_leader
+    replica_lag_time_max_ms: int
+    replica_fetch_wait_max_ms: int
+    broker_heartbeat_interval_ms: int
+    broker_session_timeout_ms: int
+    controller_quorum_election_timeout_ms: int
+    controller_quorum_fetch_timeout_ms: int
+    controller_quorum_election_backoff_max_ms: int
+    controller_quorum_append_linger_ms: int
+    # None stands for Kafka's defaults: Long.MAX messages, and no flush timer (the OS writes back).
+    log_flush_interval_messages: int | None
+    log_flush_interval_ms: int | None
+    log_segment_bytes: int
+
+
+@dataclass(frozen=True)
+class ProtocolSettings:
+    elr: bool
+    maximal_isr: bool
+    strict_min_isr: bool
+    broker_epoch_in_alter_partition: bool
+    leader_epoch_truncation: bool
+    prevote: bool
+    check_quorum: bool
+    raft_fsync: bool
 
 
 @dataclass(frozen=True)
@@ -14,12 +51,8 @@ class ClusterSettings:
     controllers: int
     racks: int | None
     storage: StorageMode
-    config: KafkaConfig
-    protocol: ProtocolSwitches
-
-    @classmethod
-    def from_spec(cls, spec: ClusterSpec) -> ClusterSettings:
-        return cls(spec.brokers, spec.controllers, spec.racks, StorageMode(spec.storage), spec.config, spec.protocol)
+    config: KafkaSettings
+    protocol: ProtocolSettings
 
     @property
     def voters(self) -> tuple[str, ...]:

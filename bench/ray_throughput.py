@@ -33,7 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from observability.latency import LatencyHistogram  # noqa: E402
 from actors.runtime.ray import adapter  # noqa: E402
 from actors.runtime.ray.cluster import RayCluster  # noqa: E402
-from kraftlab.scenario.schema import Scenario  # noqa: E402
+from workloads.drivers import ray_cluster  # noqa: E402
+from workloads.scenario.schema import Scenario  # noqa: E402
 
 RECORD_BYTES = 100
 BUFFER_RECORDS = 4_000  # unthrottled load: records waiting or in flight at most (buffer.memory)
@@ -167,7 +168,7 @@ def fmt(v: float | None, digits: int = 1) -> str:
 def run_one(storage: str, n: int, seconds: float, directory: Path) -> dict:
     """A fresh cluster for one configuration: the unthrottled phase, the half-rate phase, then the
     transport ceiling for the batch size the unthrottled phase had."""
-    cluster = RayCluster(scenario(storage, n), data_root=directory, check_invariants=False)
+    cluster = ray_cluster(scenario(storage, n), data_root=directory, check_invariants=False)
     try:
         cluster.stop_observing()
         producer = cluster.clients.producers[0]

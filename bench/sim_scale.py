@@ -23,10 +23,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from actors.runtime.sim.cluster import SimCluster
-from kraftlab.scenario.loading import validate
-from kraftlab.scenario.schema import LoadArgs
 from observability.history import HistoryWriter
+from workloads.drivers import sim_cluster
+from workloads.scenario.loading import validate
+from workloads.scenario.schema import LoadArgs
+from workloads.steps import protocol_command
 
 SESSION_TIMEOUT_MS = 9_000  # broker.session.timeout.ms (Kafka's default; the scenario keeps it)
 FAILOVER_LIMIT_MS = 60_000
@@ -46,18 +47,17 @@ def scenario(partitions: int):
 def run(partitions: int, warmup_ms: float, after_ms: float, out: Path) -> dict:
     history = HistoryWriter(out)
     wall0, cpu0 = time.perf_counter(), time.process_time()
-    cluster = SimCluster(scenario(partitions), event_sinks=[history])
+    cluster = sim_cluster(scenario(partitions), event_sinks=[history])
     sim, view = cluster.sim, cluster.view()
     ready_ms, ready_wall = sim.now_ms, time.perf_counter()
-    cluster.clients.load(LoadArgs(producers=2, consumers=0, rate_per_s=2000, message_bytes=100, acks="all"), {"t": partitions})
+    cluster.clients.load(protocol_command("load", LoadArgs(producers=2, consumers=0, rate_per_s=2000, message_bytes=100, acks="all")), {"t": partitions})
     cluster.run_for(warmup_ms)
     led_by_1 = [k for k in view.partitions() if view.partitions()[k].leader == 1]
     crash_ms = sim.now_ms
     cluster.crash("b1", "os")
 
     def failed_over() -> bool:
-        states = view.partitions()
-        return all(states[k].leader not in (None, 1) for k in led_by_1)
+        return all(view.partition(k).leader not in (None, 1) for k in led_by_1)
 
     done = cluster.run_until(failed_over, FAILOVER_LIMIT_MS)
     failover_ms = sim.now_ms - crash_ms

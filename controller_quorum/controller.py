@@ -228,12 +228,12 @@ class Controller:
 
     def _on_registration(self, env: Envelope, req: BrokerRegistrationRequest, now_ms: float, out: Output) -> None:
         if not self.active:
-            out.send(self._reply(env, BrokerRegistrationResponse(NOT_CONTROLLER, controller=self.raft.leader)))
+            out.send(self._reply(env, BrokerRegistrationResponse(NOT_CONTROLLER, controller=self.raft.leader, request_id=req.request_id)))
             return
         old = self.working.brokers.get(req.broker_id)
         if old is not None and not old.fenced:
             # §6.5.1: no new epoch until the previous one has been fenced.
-            out.send(self._reply(env, BrokerRegistrationResponse(DUPLICATE_BROKER_REGISTRATION)))
+            out.send(self._reply(env, BrokerRegistrationResponse(DUPLICATE_BROKER_REGISTRATION, request_id=req.request_id)))
             return
         epoch = self._next_offset()
         self._propose([RegisterBrokerRecord(req.broker_id, epoch, req.rack, fenced=True)], now_ms, out)
@@ -246,7 +246,7 @@ class Controller:
                 if req.broker_id in part.elr:
                     self._change(part, now_ms, out, reason="unclean_shutdown", unclean_shutdown=frozenset({req.broker_id}))
         self.last_contact_ms[req.broker_id] = now_ms
-        self._answer(self._reply(env, BrokerRegistrationResponse(None, epoch)), self._next_offset() - 1, out)
+        self._answer(self._reply(env, BrokerRegistrationResponse(None, epoch, request_id=req.request_id)), self._next_offset() - 1, out)
 
     def _on_heartbeat(self, env: Envelope, req: BrokerHeartbeatRequest, now_ms: float, out: Output) -> None:
         if not self.active:

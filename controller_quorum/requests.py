@@ -25,6 +25,9 @@ class BrokerRegistrationRequest:
     # The epoch the broker had when it last shut down cleanly (from its clean-shutdown marker);
     # None after an unclean shutdown or on the first start (KIP-966).
     previous_broker_epoch: int | None
+    # Which of the broker's attempts this is: the answer echoes it, so that the broker takes the
+    # epoch of its latest attempt only (every accepted registration is a new epoch).
+    request_id: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +35,7 @@ class BrokerRegistrationResponse:
     error: str | None
     broker_epoch: int | None = None
     controller: str | None = None  # with NOT_CONTROLLER: who is
+    request_id: int = 0  # the request's
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,8 +19,8 @@ from rich.table import Table
 from kraftlab import demo as demo_mod
 
 from kraftlab.runner import RunResult, RunSetupError, run_scenario
-from kraftlab.scenario.loading import ScenarioError, library_scenarios, load_scenario, parse_yaml
-from kraftlab.scenario.schema import Scenario
+from workloads.scenario.loading import ScenarioError, library_scenarios, load_scenario, parse_yaml
+from workloads.scenario.schema import Scenario
 
 out = Console()
 err = Console(stderr=True)

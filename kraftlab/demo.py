@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kraftlab.runner import DEFAULT_RUNS_ROOT, RunResult, run_scenario
-from kraftlab.scenario.loading import load_scenario
+from workloads.scenario.loading import load_scenario
 
 VARIANTS = (
     ("ELR on", "last-replica-standing-load"),

@@ -31,11 +31,12 @@ from typing import Any
 
 import yaml
 
-from kraftlab.scenario.schema import Scenario
 from observability.availability import AvailabilityTracker
 from observability.events import StepsDone
 from observability.history import HistoryWriter
 from observability.states import plain
+from workloads.drivers import build_cluster
+from workloads.scenario.schema import Scenario
 from workloads.steps import Failure, StepRunner
 
 DEFAULT_RUNS_ROOT = Path("runs")
@@ -72,16 +73,6 @@ def default_run_dir(scenario: Scenario, root: Path = DEFAULT_RUNS_ROOT) -> Path:
     return candidate
 
 
-def _build_runtime(scenario: Scenario, sinks: list[Callable], address: str | None):
-    if scenario.runtime == "ray":
-        from actors.runtime.ray.cluster import RayCluster  # Ray is only loaded when used
-
-        return RayCluster(scenario, event_sinks=sinks, address=address)
-    from actors.runtime.sim.cluster import SimCluster
-
-    return SimCluster(scenario, event_sinks=sinks)
-
-
 def run_scenario(
     scenario: Scenario,
     *,
@@ -111,7 +102,7 @@ def run_scenario(
     steps = None
     at_end = None
     try:
-        runtime = _build_runtime(scenario, [events, availability], address)
+        runtime = build_cluster(scenario, [events, availability], address)
         steps = StepRunner(runtime, scenario)
         failures = steps.run(on_step)
         runtime.record(StepsDone(1 if failures else 0))

@@ -421,16 +421,27 @@ class ClusterProjection:
         return r if r is not None and r.role == "leader" and r.leader_epoch == ev.leader_epoch else None
 
     def partitions(self) -> dict[str, PartitionState]:
-        out = {}
-        for key in sorted(self._partitions):
-            ev = self._partitions[key]
-            if ev.leader is None:
-                hwm = None
-            else:
-                leader = self.acting_leader(key)
-                hwm = UNKNOWN if leader is None else leader.hwm
-            out[f"{key[0]}-{key[1]}"] = PartitionState.from_change(ev, hwm)
-        return out
+        """Every partition's state (the summary's `final`: O(partitions); a condition on one
+        partition reads `partition` instead)."""
+        return {f"{key[0]}-{key[1]}": self._partition_state(key) for key in sorted(self._partitions)}
+
+    def partition(self, name: str) -> PartitionState | None:
+        """One partition's state (`t-0`), or None before its creation."""
+        topic, _, p = name.rpartition("-")
+        try:
+            key = (topic, int(p))
+        except ValueError:
+            return None
+        return self._partition_state(key) if key in self._partitions else None
+
+    def _partition_state(self, key: Key) -> PartitionState:
+        ev = self._partitions[key]
+        if ev.leader is None:
+            hwm = None
+        else:
+            leader = self.acting_leader(key)
+            hwm = UNKNOWN if leader is None else leader.hwm
+        return PartitionState.from_change(ev, hwm)
 
     def replica(self, partition: str, broker: int) -> ReplicaState | None:
         topic, _, p = partition.rpartition("-")

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from kraftlab.scenario.schema import HISTORY_COUNTERS, Comparison, Condition
-
+from observability.committed_history import CommittedHistory
 from observability.projection import ClusterProjection as ClusterView
 from observability.states import UNKNOWN
 
+from .scenario.schema import BROKER_ATTRS, HISTORY_COUNTERS, PARTITION_ATTRS, Comparison, Condition
+
 SET_VALUED = frozenset({"replicas", "isr", "elr", "last_known_elr"})
+# The subjects' attributes (contract.md, "Conditions") less those no metadata record holds: `hwm`
+# is the leader's and `alive` the process's, not the controller's, and are read from the cluster
+# as it is now.
+PARTITION_RECORD_KEYS = frozenset(PARTITION_ATTRS) - {"hwm"}
+BROKER_RECORD_KEYS = frozenset(BROKER_ATTRS) - {"alive"}
 
 
 def actual_values(cond: Condition, view: ClusterView) -> dict[str, Any]:
@@ -22,7 +29,7 @@ def actual_values(cond: Condition, view: ClusterView) -> dict[str, Any]:
             history = history if history is not None else view.history()
             out[key] = history.get(key, UNKNOWN)
         elif cond.partition is not None:
-            state = view.partitions().get(cond.partition)
+            state = view.partition(cond.partition)
             out[key] = UNKNOWN if state is None else getattr(state, key)
         elif cond.replica is not None:
             state = view.replica(cond.replica.partition, cond.replica.broker)
@@ -91,3 +98,17 @@ def describe_subject(cond: Condition) -> str:
     if cond.quorum is not None:
         return "quorum"
     return "history"
+
+
+def reported_from_now(history: CommittedHistory, cond: Condition) -> Callable[[], bool]:
+    """A check that turns (and stays) true once a committed state reported after this call
+    satisfies every key of `cond` (observability/committed_history.py: on Ray a state that lasts
+    less than a poll is otherwise missed); always false for a condition these states cannot judge."""
+    checks = cond.checks()
+    if cond.partition is not None and checks.keys() <= PARTITION_RECORD_KEYS:
+        subject: tuple[str, Any] = ("partition", cond.partition)
+    elif cond.broker is not None and checks.keys() <= BROKER_RECORD_KEYS:
+        subject = ("broker", cond.broker)
+    else:
+        return lambda: False
+    return history.reported_from_now(subject, lambda attributes: all(matches(want, attributes[key], key) for key, want in checks.items()))

@@ -5,6 +5,7 @@ seed always injects the same faults, and the profile can be printed before the r
 (TigerBeetle style: the seed and the derived fault profile first). Each fault is undone after a
 random duration: crashed nodes restart, network faults heal. After `duration_ms` comes the heal
 phase: every fault is removed and every node runs, so liveness can be required within a bound.
+The simulator carries out the schedule's `actions` (actors/runtime/sim/faults.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,10 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
+
+from actors.runtime.api import FaultAction  # the actions a driver carries out (actors/runtime/sim/faults.py)
+
+__all__ = ["FaultAction", "FaultKind", "FaultProfile", "FaultSchedule"]
 
 FaultKind = Literal["crash_os", "crash_process", "crash_disk", "isolate", "partition", "link"]
 
@@ -26,20 +31,6 @@ class FaultProfile:
     # A `link` fault drops a share of the messages in this range and delays the rest by this much.
     link_drop: tuple[float, float] = (0.1, 1.0)
     link_delay_ms: tuple[float, float] = (0.0, 50.0)
-
-
-@dataclass(frozen=True)
-class FaultAction:
-    at_ms: float
-    action: str  # crash_os | crash_process | crash_disk | restart | isolate | partition | link | heal
-    nodes: tuple[str, ...] = ()
-    groups: tuple[tuple[str, ...], ...] = ()
-    drop: float = 0.0
-    delay_ms: float = 0.0
-
-    def describe(self) -> str:
-        what = self.nodes or self.groups
-        return f"{self.at_ms:>9.0f} ms  {self.action:<13s} {what}"
 
 
 @dataclass

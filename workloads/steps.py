@@ -9,7 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kraftlab.scenario.schema import (
+from actors.runtime import api
+from actors.runtime.api import ClusterRuntime, StepFailed
+from observability import events
+from observability.states import UNKNOWN
+
+from .conditions import actual_values, describe_subject, holds, matches, mismatches, reported_from_now
+from .scenario.schema import (
     CrashStep,
     ExpectStep,
     HealStep,
@@ -22,13 +28,8 @@ from kraftlab.scenario.schema import (
     StepBase,
     WaitForStep,
     WaitStep,
+    split_partition_ref,
 )
-
-from observability import events
-from observability.states import UNKNOWN
-
-from .conditions import actual_values, describe_subject, holds, mismatches
-from .runtime_api import ClusterRuntime, StepFailed
 
 SHUTDOWN_TIMEOUT_MS = 60_000.0
 PROTOCOL_STEPS = ("produce", "consume", "load", "list_offsets", "elect", "reassign", "alter_config")
@@ -71,7 +72,7 @@ class StepRunner:
             case WaitForStep(wait_for=cond):
                 view = rt.view()
                 # Also a committed state that came and went between two looks (committed_history.py).
-                reported = rt.committed_states.reported_from_now(cond)
+                reported = reported_from_now(rt.committed_states, cond)
                 if not rt.run_until(lambda: holds(cond, view) or reported(), cond.timeout_ms):
                     raise StepFailed(
                         f"timed out after {cond.timeout_ms} ms waiting for {describe_subject(cond)}: "
@@ -103,7 +104,7 @@ class StepRunner:
             case HealStep(heal=target):
                 rt.heal(None if target == "all" else self.resolve(target))
             case _ if step.kind() in PROTOCOL_STEPS:
-                rt.protocol_step(step.kind(), step.args())
+                rt.protocol_step(step.kind(), protocol_command(step.kind(), step.args()))
             case _:
                 raise AssertionError(f"no handler for step {step.kind()!r}")
 
@@ -123,7 +124,7 @@ class StepRunner:
             return f"c{followers[0]}"
         if ref.startswith("partition-leader:") or ref.startswith("partition-follower:"):
             selector, partition = ref.split(":", 1)
-            state = view.partitions().get(partition)
+            state = view.partition(partition)
             if state is None:
                 raise StepFailed(f"{ref}: the state of partition {partition} is not known")
             if selector == "partition-leader":
@@ -135,6 +136,46 @@ class StepRunner:
                 raise StepFailed(f"{ref}: partition {partition} has no in-sync follower now")
             return f"b{followers[0]}"
         return ref
+
+
+def protocol_command(kind: str, args: Any) -> api.ProtocolCommand:
+    """A protocol step's arguments (the scenario model's) as the plain command the drivers carry out."""
+    match kind:
+        case "produce":
+            values = None if args.values is None else list(args.values)
+            return api.Produce(args.topic, args.partition, args.count, values, args.acks, args.idempotent, args.expect, args.timeout_ms)
+        case "consume":
+            expect_values = None if args.expect_values is None else list(args.expect_values)
+            return api.Consume(args.topic, args.partition, args.from_offset, args.expect_count, expect_values, args.timeout_ms)
+        case "load":
+            topics = None if args.topics is None else list(args.topics)
+            return api.Load(args.producers, args.consumers, args.rate_per_s, args.message_bytes, args.acks, topics, args.duration_ms)
+        case "list_offsets":
+            topic, p = split_partition_ref(args.partition)
+            expected = args.expect
+            accepts = None if expected == "any" else _offset_answer_test(expected)
+            return api.ListOffsets(topic, p, args.timeout_ms, accepts, str(expected))
+        case "elect":
+            topic, p = split_partition_ref(args.partition)
+            return api.Elect(topic, p, args.type)
+        case "reassign":
+            topic, p = split_partition_ref(args.partition)
+            return api.Reassign(topic, p, list(args.replicas))
+        case "alter_config":
+            return api.AlterConfig(args.topic, dict(args.config))
+    raise AssertionError(f"{kind!r} is not a protocol step")
+
+
+def _offset_answer_test(expected: Any):
+    """`list_offsets.expect` (`not_available`, a number or a comparison) as a test of the answer: an
+    offset, `not_available`, or another error's name."""
+
+    def accepts(got: int | str) -> bool:
+        if isinstance(expected, str) or isinstance(got, str):
+            return got == expected
+        return matches(expected, got, "offset")
+
+    return accepts
 
 
 def _has_unknown(cond, view) -> bool:

@@ -37,7 +37,10 @@ from actors.replication.messages import (
     MetadataRequest,
     MetadataResponse,
     ProduceRequest,
+    ProduceRequests,
     ProduceResponse,
+    ProduceResponses,
+    coalesce,
 )
 from observability.events import LoadFinished, LoadStarted, ProduceAck, ProduceAttempt, ProduceRetry, ProduceSend
 from storage.partition_log import NO_PRODUCER, RecordBatch
@@ -247,8 +250,9 @@ class ProducerNode:
     def handle(self, env: Envelope, now_ms: float) -> Output:
         out = Output()
         p = env.payload
-        if isinstance(p, ProduceResponse):
-            self._on_produce_response(p, now_ms, out)
+        if isinstance(p, ProduceResponses) or isinstance(p, ProduceResponse):
+            for part in p.parts if isinstance(p, ProduceResponses) else (p,):
+                self._on_produce_response(part, now_ms, out)
             if self.load is not None and self.load.rate_per_s is None:
                 self._generate(now_ms, out)  # unthrottled: refill the buffer at once
         elif isinstance(p, MetadataResponse):
@@ -288,6 +292,7 @@ class ProducerNode:
         if self.load is not None:
             deadlines.append(self._now + LOAD_TICK_MS)
         out.next_deadline_ms = min(deadlines) if deadlines else None
+        out.sends = coalesce(out.sends, ProduceRequest, ProduceRequests)
         return out
 
     # --- metadata ---------------------------------------------------------------------------------

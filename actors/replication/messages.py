@@ -3,13 +3,16 @@ dataclasses; record batches travel whole, never one record per message. (The con
 GetReplicaLogInfo lives with the other controller-broker requests, in controller_quorum/requests.py.)
 
 A follower's fetch carries every partition it follows on that leader (one request per leader
-broker, as Kafka's fetcher threads do); a consumer's fetch uses `replica_id = CONSUMER`.
+broker, as Kafka's fetcher threads do); a consumer's fetch uses `replica_id = CONSUMER`. A
+producer's batches for one broker, and a broker's answers to one producer, travel together
+(`ProduceRequests`, `ProduceResponses`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from actors.contract import Envelope
 from storage.partition_log import RecordBatch
 
 CONSUMER = -1  # replica id of a consumer's fetch (Kafka's -1)
@@ -61,6 +64,46 @@ class ProduceResponse:
     partition: int
     error: str | None
     base_offset: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceRequests:
+    """Several partitions' produce requests to one broker in one message. Kafka's ProduceRequest
+    carries the batches of many partitions: its producer's sender drains every ready batch for a
+    broker into one request. Each part keeps its request id and is answered on its own (Kafka
+    answers the request once every partition is done; here each answer leaves when ready, and the
+    answers ready at one moment for one producer travel together: `ProduceResponses`)."""
+
+    parts: tuple[ProduceRequest, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceResponses:
+    """The produce answers a broker has for one producer at one moment, in one message."""
+
+    parts: tuple[ProduceResponse, ...]
+
+
+def coalesce(sends: list[Envelope], part: type, together: type) -> list[Envelope]:
+    """Put the `part` payloads of `sends` that go to the same destination into one `together`
+    message (where the first of them was), so that messages scale with brokers, not partitions.
+    A lone part goes as it is. The message waits for a flush if any of its parts had to."""
+    by_dst: dict[str, list[int]] = {}
+    for i, env in enumerate(sends):
+        if type(env.payload) is part:
+            by_dst.setdefault(env.dst, []).append(i)
+    if all(len(idx) < 2 for idx in by_dst.values()):
+        return sends
+    merged: dict[int, Envelope] = {}
+    dropped: set[int] = set()
+    for idx in by_dst.values():
+        if len(idx) < 2:
+            continue
+        first = sends[idx[0]]
+        payloads = tuple(sends[i].payload for i in idx)
+        merged[idx[0]] = Envelope(first.src, first.dst, together(payloads), any(sends[i].after_flush for i in idx))
+        dropped.update(idx[1:])
+    return [merged.get(i, env) for i, env in enumerate(sends) if i not in dropped]
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ broker_epoch_in_alter_partition, leader_epoch_truncation.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -126,6 +127,10 @@ class WaitingProduce:
     deadline_ms: float
 
 
+def _no_timer() -> None:
+    pass
+
+
 class PartitionReplica:
     def __init__(self, env: ReplicaEnv, topic: str, partition: int, log: PartitionLog, hwm: int) -> None:
         self.env = env
@@ -152,6 +157,9 @@ class PartitionReplica:
         self.unflushed_messages = 0
         self.hwm_advances = 0
         self._reported_quorum: tuple | None = None  # (ISR, replication quorum) last reported
+        # Called when this replica may have gained a deadline (a produce waits, an ISR proposal is
+        # out): the manager then asks it at each wake-up, instead of asking every replica.
+        self.on_timer: Callable[[], None] = _no_timer
 
     # --- derived state ---------------------------------------------------------------------------
 
@@ -285,6 +293,7 @@ class PartitionReplica:
             out.send(Envelope(self.env.node_id, src, resp, after_flush=self.env.sync_flush))
             return
         self.waiting.append(WaitingProduce(end, src, req, base, now_ms + req.timeout_ms))
+        self.on_timer()
 
     def _maybe_flush(self, messages: int, out: Output) -> None:
         """fsync storage flushes every append before it counts; page_cache flushes per
@@ -458,6 +467,7 @@ class PartitionReplica:
 
     def _propose_isr(self, new_isr: tuple[int, ...], now_ms: float, out: Output, recovery: str | None = None) -> None:
         self.pending_isr = new_isr
+        self.on_timer()
         self.awaiting_metadata = False
         self.pending_recovery = recovery
         self._send_alter_partition(now_ms, out)

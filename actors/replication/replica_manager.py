@@ -16,6 +16,7 @@ requests clients and peers send it (Kafka's ReplicaManager and ReplicaFetcherMan
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING
 
 from actors.contract import Delete, Envelope, Flush, FlushCompleted, Output, Replace
@@ -78,6 +79,10 @@ class ReplicaManager:
     def __init__(self, env: ReplicaEnv) -> None:
         self.env = env
         self.replicas: dict[Key, PartitionReplica] = {}
+        # The replicas that may have a deadline (a superset: one without is dropped when asked),
+        # and those leading: a wake-up costs what is pending, not the number of partitions.
+        self.timed: dict[Key, PartitionReplica] = {}
+        self.leading: set[Key] = set()
         self.fetchers: dict[int, Fetcher] = {}
         self.parked: list[ParkedFetch] = []
         self.next_request_id = 0
@@ -94,8 +99,7 @@ class ReplicaManager:
         hwms = unpack(files[HWM_CHECKPOINT_FILE]) if files.get(HWM_CHECKPOINT_FILE) else {}
         for topic, partition, directory in partition_dirs(files):
             log = PartitionLog.recover(directory, files, out, self._segment_bytes(topic))
-            replica = PartitionReplica(self.env, topic, partition, log, hwms.get(f"{topic}-{partition}", 0))
-            self.replicas[(topic, partition)] = replica
+            replica = self._add_replica((topic, partition), PartitionReplica(self.env, topic, partition, log, hwms.get(f"{topic}-{partition}", 0)))
             batches = log.batches
             out.emit(ReplicaRecovered(
                 topic, partition, log.end_offset, replica.hwm, log.last_epoch, tuple(b.base_offset for b in batches),
@@ -108,6 +112,11 @@ class ReplicaManager:
         if cfg.log_flush_interval_ms is not None:
             self.next_flush_ms = now_ms + cfg.log_flush_interval_ms
 
+    def _add_replica(self, key: Key, replica: PartitionReplica) -> PartitionReplica:
+        self.replicas[key] = replica
+        replica.on_timer = partial(self.timed.__setitem__, key, replica)
+        return replica
+
     # --- following the metadata ------------------------------------------------------------------
 
     def apply_partition(self, rec: PartitionRecord, now_ms: float, out: Output) -> None:
@@ -119,7 +128,7 @@ class ReplicaManager:
                 self._remove_replica(key, replica, out)
             return
         if replica is None:
-            replica = self.replicas[key] = PartitionReplica(self.env, rec.topic, rec.partition, PartitionLog(replica_dir(*key)), 0)
+            replica = self._add_replica(key, PartitionReplica(self.env, rec.topic, rec.partition, PartitionLog(replica_dir(*key)), 0))
         replica.log.segment_bytes = self._segment_bytes(rec.topic)
         if rec.leader_epoch < replica.leader_epoch:
             return  # never act on older metadata
@@ -140,6 +149,10 @@ class ReplicaManager:
                 self._complete_parked(key, now_ms, out)
             if rec.leader is not None:
                 self._follow(key, rec.leader, now_ms, out)
+        if replica.is_leader:
+            self.leading.add(key)
+        else:
+            self.leading.discard(key)
 
     def _segment_bytes(self, topic: str) -> int:
         """The topic's segment.bytes, else the cluster's (dynamic, then static) log.segment.bytes.
@@ -152,6 +165,8 @@ class ReplicaManager:
         self._unfollow(key)
         replica.stop(out)
         del self.replicas[key]
+        self.timed.pop(key, None)
+        self.leading.discard(key)
         for path in replica.log.segment_paths():
             out.write(Delete(path))
         out.write(Delete(replica.log.epoch_path))
@@ -314,7 +329,7 @@ class ReplicaManager:
 
     def next_deadline(self) -> float | None:
         deadlines = [self.next_checkpoint_ms]
-        if any(r.is_leader for r in self.replicas.values()):
+        if self.leading:
             deadlines.append(self.next_shrink_check_ms)
         if self.next_flush_ms is not None:
             deadlines.append(self.next_flush_ms)
@@ -326,9 +341,12 @@ class ReplicaManager:
                 deadlines.append(f.sent_ms + grace)
             elif f.partitions and f.next_fetch_ms is not None:
                 deadlines.append(f.next_fetch_ms)
-        for r in self.replicas.values():
+        timed = self.timed
+        for key, r in list(timed.items()):
             d = r.next_deadline()
-            if d is not None:
+            if d is None:
+                del timed[key]
+            else:
                 deadlines.append(d)
         return min(deadlines)
 
@@ -346,12 +364,12 @@ class ReplicaManager:
                 f.sent_ms = None  # no answer: the request or its response was lost
             if f.sent_ms is None and f.partitions and (f.next_fetch_ms is None or f.next_fetch_ms <= now_ms):
                 self._send_fetch(f, now_ms, out)
-        for r in self.replicas.values():
+        for r in list(self.timed.values()):
             r.tick(now_ms, out)
         if now_ms >= self.next_shrink_check_ms:
             self.next_shrink_check_ms = now_ms + cfg.replica_lag_time_max_ms / 2
-            for r in self.replicas.values():
-                r.maybe_shrink_isr(now_ms, out)
+            for key in [k for k in self.replicas if k in self.leading]:
+                self.replicas[key].maybe_shrink_isr(now_ms, out)
         if self.next_flush_ms is not None and now_ms >= self.next_flush_ms:
             self.next_flush_ms = now_ms + cfg.log_flush_interval_ms
             out.write(Flush())
@@ -369,5 +387,7 @@ class ReplicaManager:
     def stop_all(self, out: Output) -> None:
         for r in self.replicas.values():
             r.stop(out)
+        self.timed.clear()
+        self.leading.clear()
         self.fetchers.clear()
         self.parked.clear()

@@ -11,25 +11,25 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from actors.runtime.api import StepFailed, TopicSettings
 from controller_quorum.requests import NOT_CONTROLLER
 from observability.checks import OnlineChecks
+from observability.committed_history import CommittedHistory
 from observability.events import ClusterReady
 from observability.projection import ClusterProjection
-from workloads.committed_history import CommittedHistory
-from workloads.runtime_api import StepFailed
 
 ADMIN_RETRY_MS = 100.0
 
 
 class RoleCluster:
-    """Needs `self.sim` (with `trace.sinks`, `record`, `is_running`), `self.settings`,
-    `self.scenario` and `self.clients` (None until the clients exist); `watch_history()` before
-    anything runs."""
+    """Needs `self.sim` (with `trace.sinks`, `record`, `is_running`), `self.settings` (the
+    ClusterSettings), `self.topics` (the TopicSettings to create) and `self.clients` (None until
+    the clients exist); `watch_history()` before anything runs."""
 
     sim: Any
     settings: Any
     clients: Any
-    scenario: Any
+    topics: tuple[TopicSettings, ...]
     # False: every check judges the whole cluster at every call (tests compare the two).
     incremental_checks = True
 
@@ -60,25 +60,25 @@ class RoleCluster:
 
     def bootstrap(self) -> None:
         """Bring the cluster up before the steps: every broker registered and unfenced, then the
-        scenario's topics created through the active controller and given leaders."""
+        run's topics created through the active controller and given leaders."""
         timeout = self.bootstrap_timeout_ms
         view = self.view()
         if not self.run_until(lambda: all(b.fenced is False for b in view.brokers().values()), timeout):
             raise RuntimeError(f"the cluster did not come up within {timeout:g} ms (brokers not all registered and unfenced)")
-        for topic in self.scenario.topics:
+        for topic in self.topics:
             self.create_topic(topic)
-        wanted = [(t.name, p) for t in self.scenario.topics for p in range(t.partitions)]
+        wanted = [(t.name, p) for t in self.topics for p in range(t.partitions)]
 
         def topics_ready() -> bool:
             return all((ev := view.committed_partition(k)) is not None and ev.leader is not None for k in wanted)
 
         if not self.run_until(topics_ready, timeout):
-            raise RuntimeError("the scenario's topics did not get leaders within the bootstrap timeout")
+            raise RuntimeError("the run's topics did not get leaders within the bootstrap timeout")
         self.sim.record(ClusterReady(json.dumps(self.cluster_ready_fields(), sort_keys=True)))
 
-    def create_topic(self, topic) -> None:
+    def create_topic(self, topic: TopicSettings) -> None:
         def call(ctl, now, out):
-            config = topic.config.model_dump(by_alias=True, exclude_none=True)
+            config = dict(topic.config)
             return ctl.create_topic(topic.name, topic.partitions, topic.replication_factor, topic.assignment, config, now, out)
 
         self.admin(call)

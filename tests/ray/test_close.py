@@ -8,9 +8,10 @@ import time
 import pytest
 
 from actors.runtime.ray import adapter
-from actors.runtime.ray.cluster import RayCluster
-from kraftlab.scenario.loading import validate
-from kraftlab.scenario.schema import ProduceArgs
+from workloads.drivers import ray_cluster
+from workloads.scenario.loading import validate
+from workloads.scenario.schema import ProduceArgs
+from workloads.steps import protocol_command
 
 pytestmark = pytest.mark.ray
 
@@ -29,7 +30,7 @@ def scenario():
 
 def test_close_stops_every_process_before_the_agents_remove_their_folders(local_ray, monkeypatch):
     pids = {}  # node -> its process
-    cluster = RayCluster(scenario(), event_sinks=[lambda record: pids.update({record.node: record.event.pid}) if record.kind == "process_start" else None])
+    cluster = ray_cluster(scenario(), event_sinks=[lambda record: pids.update({record.node: record.event.pid}) if record.kind == "process_start" else None])
     data_root = cluster.data_root
     left_for_the_driver = []
     real_rmtree = shutil.rmtree
@@ -41,7 +42,7 @@ def test_close_stops_every_process_before_the_agents_remove_their_folders(local_
 
     monkeypatch.setattr(shutil, "rmtree", rmtree)
     try:
-        cluster.protocol_step("produce", ProduceArgs(topic="t", count=10, acks="all", expect="acked"))
+        cluster.protocol_step("produce", protocol_command("produce", ProduceArgs(topic="t", count=10, acks="all", expect="acked")))
     finally:
         cluster.close()
     assert {"b1", "c1"} < set(pids)  # and the clients

@@ -10,8 +10,10 @@
 import pytest
 
 from actors.runtime.ray.cluster import RayCluster
-from kraftlab.scenario.loading import validate
-from kraftlab.scenario.schema import ProduceArgs
+from workloads.drivers import ray_cluster
+from workloads.scenario.loading import validate
+from workloads.scenario.schema import ProduceArgs
+from workloads.steps import protocol_command
 
 pytestmark = pytest.mark.ray
 
@@ -40,9 +42,9 @@ def restart_and_wait_for_log(cluster: RayCluster) -> int | None:
 
 
 def test_process_os_and_disk_crashes_on_page_cache(local_ray, tmp_path):
-    cluster = RayCluster(one_broker_scenario("page_cache"), data_root=tmp_path)
+    cluster = ray_cluster(one_broker_scenario("page_cache"), data_root=tmp_path)
     try:
-        cluster.protocol_step("produce", ProduceArgs(topic="t", count=10, acks="all", expect="acked"))
+        cluster.protocol_step("produce", protocol_command("produce", ProduceArgs(topic="t", count=10, acks="all", expect="acked")))
         assert leo(cluster) == 10
 
         cluster.crash("b1", "process")
@@ -55,9 +57,9 @@ def test_process_os_and_disk_crashes_on_page_cache(local_ray, tmp_path):
 
 
 def test_fsync_survives_an_os_crash_but_not_a_disk_loss(local_ray, tmp_path):
-    cluster = RayCluster(one_broker_scenario("fsync"), data_root=tmp_path)
+    cluster = ray_cluster(one_broker_scenario("fsync"), data_root=tmp_path)
     try:
-        cluster.protocol_step("produce", ProduceArgs(topic="t", count=10, acks="all", expect="acked"))
+        cluster.protocol_step("produce", protocol_command("produce", ProduceArgs(topic="t", count=10, acks="all", expect="acked")))
         cluster.crash("b1", "os")
         assert restart_and_wait_for_log(cluster) == 10  # fsynced before each acknowledgement
 

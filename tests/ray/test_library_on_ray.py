@@ -10,7 +10,7 @@ import pytest
 
 from kraftlab.demo import VARIANTS
 from kraftlab.runner import run_scenario
-from kraftlab.scenario.loading import library_scenarios, load_scenario
+from workloads.scenario.loading import library_scenarios, load_scenario
 
 pytestmark = pytest.mark.ray
 

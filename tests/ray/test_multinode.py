@@ -10,9 +10,10 @@ import pytest
 from ray.cluster_utils import Cluster
 
 from actors.runtime.ray import adapter
-from actors.runtime.ray.cluster import RayCluster
-from kraftlab.scenario.loading import validate
-from kraftlab.scenario.schema import ProduceArgs
+from workloads.drivers import ray_cluster
+from workloads.scenario.loading import validate
+from workloads.scenario.schema import ProduceArgs
+from workloads.steps import protocol_command
 
 pytestmark = pytest.mark.ray
 
@@ -44,11 +45,11 @@ def scenario():
 
 def test_hosts_on_distinct_nodes_and_node_loss_is_an_os_crash(three_nodes, tmp_path):
     ray_cluster, workers = three_nodes
-    cluster = RayCluster(scenario(), data_root=tmp_path)
+    cluster = ray_cluster(scenario(), data_root=tmp_path)
     try:
         where = cluster.placement_report()
         assert len({where["b1"], where["b2"], where["b3"]}) == 3  # one broker per Ray node
-        cluster.protocol_step("produce", ProduceArgs(topic="t", count=10, acks="all", expect="acked"))
+        cluster.protocol_step("produce", protocol_command("produce", ProduceArgs(topic="t", count=10, acks="all", expect="acked")))
 
         lost_node = where["b2"]
         worker = next(w for w in workers if w.node_id == lost_node)
@@ -57,7 +58,7 @@ def test_hosts_on_distinct_nodes_and_node_loss_is_an_os_crash(three_nodes, tmp_p
         view = cluster.view()
         assert cluster.run_until(lambda: not cluster.sim.is_running("b2") and not cluster.sim.is_running("c2"), 30_000)
         assert cluster.run_until(lambda: view.partitions()["t-0"].isr == [1, 3] and view.quorum().leader not in (None, 2), 30_000)
-        cluster.protocol_step("produce", ProduceArgs(topic="t", count=10, acks="all", expect="acked"))
+        cluster.protocol_step("produce", protocol_command("produce", ProduceArgs(topic="t", count=10, acks="all", expect="acked")))
 
         cluster.restart("b2")  # comes back on a surviving node, from its OS-crashed directory
         assert cluster.placement_report()["b2"] != lost_node

@@ -7,11 +7,11 @@ import pytest
 import yaml
 
 from actors.contract import Envelope
-from actors.runtime.sim.cluster import SimCluster
 from controller_quorum.requests import AlterPartitionRequest
 from kraftlab.runner import run_scenario
-from kraftlab.scenario.loading import load_scenario, validate
 from observability.history import read_rows
+from workloads.drivers import sim_cluster
+from workloads.scenario.loading import load_scenario, validate
 
 
 def run_yaml(tmp_path, body: str, **overrides):
@@ -108,7 +108,7 @@ def test_a_silent_broker_is_fenced_after_the_session_timeout_and_unfenced_with_t
     epochs = {e["epoch"] for e in events if e["kind"] in ("broker_fenced", "broker_unfenced") and e.get("broker") == 2}
     assert len(epochs) == 1  # §6.5.1: fencing alone does not end a broker epoch
     # Every voter reports each committed registration change of broker 2 (what a wait_for on a
-    # broker also reads, workloads/committed_history.py): once fenced, then unfenced.
+    # broker also reads, observability/committed_history.py): once fenced, then unfenced.
     reports = [e for e in events if e["kind"] == "broker_change" and e["broker"] == 2]
     by_offset = {e["metadata_offset"]: e["fenced"] for e in reports}
     assert list(by_offset.values())[-2:] == [True, False]
@@ -216,7 +216,7 @@ def alter_partition_world(**protocol):
     )
     raw = yaml.safe_load(text)
     raw["cluster"]["protocol"] = protocol
-    return SimCluster(validate(raw, "inline.yaml"))
+    return sim_cluster(validate(raw, "inline.yaml"))
 
 
 def send_alter_partition(cluster, new_isr_epochs, partition_epoch=None):

@@ -6,7 +6,7 @@ import pyarrow.compute as pc
 import pytest
 
 from kraftlab.runner import run_scenario
-from kraftlab.scenario.loading import load_scenario
+from workloads.scenario.loading import load_scenario
 from observability.history import read_history
 from tests.history_checks import assert_complete_history, lost_writes
 

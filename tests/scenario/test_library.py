@@ -4,7 +4,7 @@ expectations: steps with expected states, and the invariants a protocol variant 
 import pytest
 
 from kraftlab.runner import run_scenario
-from kraftlab.scenario.loading import library_scenarios, load_scenario
+from workloads.scenario.loading import library_scenarios, load_scenario
 
 
 @pytest.mark.parametrize("name", sorted(library_scenarios()))

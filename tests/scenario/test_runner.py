@@ -10,8 +10,8 @@ from click.testing import CliRunner
 
 from actors.broker_node import BrokerNode
 from kraftlab.cli import main
-from kraftlab.scenario.loading import load_scenario
-from kraftlab.scenario.schema import Scenario
+from workloads.scenario.loading import load_scenario
+from workloads.scenario.schema import Scenario
 from observability.history import read_rows
 
 SUMMARY_KEYS = {"scenario", "seed", "runtime", "ok", "failures", "violations", "stats", "final", "replay"}

@@ -16,10 +16,12 @@ import yaml
 
 from actors.runtime.sim.cluster import SimCluster
 from actors.runtime.sim.faults import heal_everything, schedule_faults
-from kraftlab.scenario.loading import validate
-from kraftlab.scenario.schema import LoadArgs
 from observability.checks import QuorumDisruption
+from workloads.drivers import run_settings
 from workloads.faults import FaultProfile, FaultSchedule
+from workloads.scenario.loading import validate
+from workloads.scenario.schema import LoadArgs
+from workloads.steps import protocol_command
 
 SAFETY_MS = 30_000
 BOUND_MS = 30_000
@@ -57,14 +59,14 @@ def run_seed(
     raw = yaml.safe_load(SCENARIO)
     raw["seed"] = seed
     raw["cluster"]["protocol"] = protocol
-    cluster = cluster_class(validate(raw, "data-sweep.yaml"))
+    cluster = cluster_class(run_settings(validate(raw, "data-sweep.yaml")))
     sim = cluster.sim
     sim.add_invariant_set(QuorumDisruption(cluster.checks.quorum, lambda: sim.now_ms).check)
-    cluster.clients.load(LoadArgs(producers=1, consumers=1, rate_per_s=rate_per_s, acks="all"), {"t": 2})
+    cluster.clients.load(protocol_command("load", LoadArgs(producers=1, consumers=1, rate_per_s=rate_per_s, acks="all")), {"t": 2})
     nodes = tuple(n for n in sim.nodes if n[0] in ("b" if brokers_only else "bc") and n[1:].isdigit())
     profile = replace(profile, duration_ms=safety_ms)
     start = sim.now_ms
-    schedule_faults(sim, FaultSchedule.draw(seed, nodes, profile), start_ms=start)
+    schedule_faults(sim, FaultSchedule.draw(seed, nodes, profile).actions, start_ms=start)
     sim.run_until(start + safety_ms)
     heal_everything(sim, tuple(n for n in sim.nodes if n[0] in "bc" and n[1:].isdigit()))
     healed = sim.now_ms

@@ -5,15 +5,15 @@ from __future__ import annotations
 from actors.controller_node import ControllerNode
 from actors.runtime.sim.history import report_survivors
 from actors.runtime.sim.simulator import SimConfig, Simulator
-from actors.settings import ClusterSettings
-from kraftlab.scenario.schema import ClusterSpec
 from observability.checks import QuorumChecks
 from storage.modes import StorageMode
+from workloads.drivers import cluster_settings
+from workloads.scenario.schema import ClusterSpec
 
 
 def quorum_world(seed: int = 0, *, voters: int = 3, storage: str = "page_cache", **protocol) -> Simulator:
     spec = ClusterSpec.model_validate({"brokers": 1, "controllers": voters, "storage": storage, "protocol": protocol})
-    settings = ClusterSettings.from_spec(spec)
+    settings = cluster_settings(spec)
     sim = Simulator(SimConfig(seed=seed))
     for v in settings.voters:
         sim.add_host(v, StorageMode(storage))

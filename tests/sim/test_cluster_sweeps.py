@@ -6,10 +6,10 @@ is registered and unfenced within a bound."""
 import pytest
 import yaml
 
-from actors.runtime.sim.cluster import SimCluster
 from actors.runtime.sim.faults import heal_everything, schedule_faults
-from kraftlab.scenario.loading import validate
+from workloads.drivers import sim_cluster
 from workloads.faults import FaultProfile, FaultSchedule
+from workloads.scenario.loading import validate
 
 from .seed_pool import in_seed_order
 
@@ -27,11 +27,11 @@ def run_seed(seed: int, **protocol):
     raw = yaml.safe_load(SCENARIO)
     raw["seed"] = seed
     raw["cluster"]["protocol"] = protocol
-    cluster = SimCluster(validate(raw, "sweep.yaml"))
+    cluster = sim_cluster(validate(raw, "sweep.yaml"))
     sim = cluster.sim
     nodes = tuple(n for n in sim.nodes if n[0] in "bc" and n[1:].isdigit())
     start = sim.now_ms
-    schedule_faults(sim, FaultSchedule.draw(seed, nodes, PROFILE), start_ms=start)
+    schedule_faults(sim, FaultSchedule.draw(seed, nodes, PROFILE).actions, start_ms=start)
     sim.run_until(start + SAFETY_MS)
     heal_everything(sim, nodes)
     healed = sim.now_ms

@@ -35,7 +35,7 @@ def keep_proposing(sim, every_ms: float = 50.0) -> None:
 def run_seed(seed: int, **protocol):
     sim = quorum_world(seed=seed, **protocol)
     voters = tuple(rafts(sim))
-    schedule_faults(sim, FaultSchedule.draw(seed, voters, PROFILE))
+    schedule_faults(sim, FaultSchedule.draw(seed, voters, PROFILE).actions)
     keep_proposing(sim)
     sim.run_until(SAFETY_MS)
     heal_everything(sim, voters)

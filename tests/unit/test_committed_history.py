@@ -1,10 +1,11 @@
 """A `wait_for` on a partition or a broker also holds once a committed state reported since it
-began matched (workloads/committed_history.py): on Ray a state that lasts less than a poll is
-otherwise missed."""
+began matched (observability/committed_history.py, judged by workloads/conditions.py): on Ray a
+state that lasts less than a poll is otherwise missed."""
 
-from kraftlab.scenario.schema import Condition
+from observability.committed_history import CommittedHistory
 from observability.events import BrokerChange, EventRecord, PartitionChange
-from workloads.committed_history import CommittedHistory
+from workloads.conditions import reported_from_now
+from workloads.scenario.schema import Condition
 
 
 def reported(history: CommittedHistory, partition: str, leader, isr, elr=(), epoch=0, at_ms=0.0):
@@ -29,7 +30,7 @@ def broker_cond(**keys) -> Condition:
 
 def test_a_state_that_came_and_went_after_the_wait_began_satisfies_it():
     history = CommittedHistory()
-    check = history.reported_from_now(cond(leader=2, isr=[2], elr=[]))
+    check = reported_from_now(history, cond(leader=2, isr=[2], elr=[]))
     assert not check()
     reported(history, "t-0", leader=2, isr=[2], epoch=7)  # KIP-966 step 7: elected from the ELR,
     reported(history, "t-0", leader=2, isr=[1, 2], epoch=8)  # then broker 1 caught up at once
@@ -41,14 +42,14 @@ def test_a_state_that_came_and_went_after_the_wait_began_satisfies_it():
 def test_states_reported_before_the_wait_other_partitions_and_partial_matches_do_not_count():
     history = CommittedHistory()
     reported(history, "t-0", leader=2, isr=[2], epoch=1)
-    check = history.reported_from_now(cond(leader=2, isr=[2]))
+    check = reported_from_now(history, cond(leader=2, isr=[2]))
     reported(history, "t-0", leader=2, isr=[2], epoch=1)  # another voter's report of the same state
     reported(history, "t-1", leader=2, isr=[2], epoch=1)
     reported(history, "t-0", leader=2, isr=[2, 3], epoch=2)
     reported(history, "t-0", leader=None, isr=[2], epoch=3)
     assert not check()
-    assert history.reported_from_now(cond(leader=None, offline=True, under_min_isr=True))() is False
-    offline = history.reported_from_now(cond(leader=None, offline=True, under_min_isr=True))
+    assert reported_from_now(history, cond(leader=None, offline=True, under_min_isr=True))() is False
+    offline = reported_from_now(history, cond(leader=None, offline=True, under_min_isr=True))
     reported(history, "t-0", leader=None, isr=[], epoch=4)
     assert offline()
     assert len(history.states) == 5  # each committed state once, whichever voters reported it
@@ -56,7 +57,7 @@ def test_states_reported_before_the_wait_other_partitions_and_partial_matches_do
 
 def test_keys_the_controller_does_not_know_are_never_judged_from_the_history():
     history = CommittedHistory()
-    check = history.reported_from_now(cond(leader=2, hwm=5))
+    check = reported_from_now(history, cond(leader=2, hwm=5))
     reported(history, "t-0", leader=2, isr=[2])
     assert not check()  # the HWM is the leader's: read from the cluster as it is
 
@@ -67,8 +68,8 @@ def test_a_fence_shorter_than_a_poll_satisfies_a_broker_wait():
     # caught up: the fenced state lasts a few tens of milliseconds.
     history = CommittedHistory()
     broker_reported(history, 2, epoch=2, fenced=False, offset=10)
-    fenced = history.reported_from_now(broker_cond(fenced=True))
-    unfenced = history.reported_from_now(broker_cond(fenced=False, epoch=">= 15"))
+    fenced = reported_from_now(history, broker_cond(fenced=True))
+    unfenced = reported_from_now(history, broker_cond(fenced=False, epoch=">= 15"))
     assert not fenced() and not unfenced()
     broker_reported(history, 3, epoch=9, fenced=True, offset=30)  # another broker: does not count
     assert not fenced()
@@ -82,6 +83,6 @@ def test_a_fence_shorter_than_a_poll_satisfies_a_broker_wait():
 
 def test_broker_keys_the_controller_does_not_know_are_never_judged_from_the_history():
     history = CommittedHistory()
-    check = history.reported_from_now(broker_cond(fenced=False, alive=True))
+    check = reported_from_now(history, broker_cond(fenced=False, alive=True))
     broker_reported(history, 2, epoch=15, fenced=False, offset=43)
     assert not check()  # `alive` is the process's: read from the cluster as it is

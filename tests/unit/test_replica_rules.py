@@ -14,10 +14,10 @@ from actors.replication.messages import (
     ProduceResponse,
 )
 from actors.replication.replica import PartitionReplica
-from actors.settings import ClusterSettings
 from controller_quorum.metadata import BrokerRegistration, MetadataImage, PartitionRecord
 from controller_quorum.requests import AlterPartitionRequest, AlterPartitionResponse
-from kraftlab.scenario.schema import ClusterSpec
+from workloads.drivers import cluster_settings
+from workloads.scenario.schema import ClusterSpec
 from storage.codec import pack
 from storage.partition_log import PartitionLog, RecordBatch
 
@@ -30,7 +30,7 @@ class Env:
     def __init__(self, **protocol):
         self.node_id, self.broker_id, self.broker_epoch = "b1", 1, EPOCHS[1]
         spec = ClusterSpec.model_validate({"config": {"min.insync.replicas": 2}, "protocol": protocol})
-        self.settings = ClusterSettings.from_spec(spec)
+        self.settings = cluster_settings(spec)
         self.image = MetadataImage(brokers={b: BrokerRegistration(b, e, None, False) for b, e in EPOCHS.items()})
         self.sync_flush = False
         self.to_controller: list = []

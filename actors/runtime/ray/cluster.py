@@ -1,4 +1,5 @@
-"""A scenario's cluster on Ray: the `ClusterRuntime` the scenario runner drives with `--runtime ray`.
+"""A scenario's cluster on Ray: the `ClusterRuntime` the scenario runner drives with `--runtime ray`,
+built from plain `RunSettings` (workloads/drivers.py makes them from a scenario).
 
 Every broker and controller voter is a host of its own (a failure domain with its own data
 directory and host agent), placed on a Ray node by `placement.assign_hosts`; clients are node
@@ -18,15 +19,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from actors.runtime.api import ProtocolCommand, RunSettings, StepFailed
 from actors.runtime.clients import Clients
 from actors.runtime.network import NetworkFaults
 from actors.runtime.readout import RoleCluster
-from actors.settings import ClusterSettings
 from actors.survivors import survivors
-from kraftlab.scenario.schema import Scenario, split_partition_ref
 from observability.events import CrashLost, Fault, HostMoved, link_target, partition_target
-from storage.modes import CrashKind, StorageMode
-from workloads.runtime_api import StepFailed
+from storage.modes import CrashKind
 
 from . import adapter, file_store
 from .world import RayNode, RayWorld
@@ -46,7 +45,7 @@ class RayCluster(RoleCluster):
 
     def __init__(
         self,
-        scenario: Scenario,
+        run: RunSettings,
         event_sinks: Sequence[Callable] = (),
         *,
         address: str | None = None,
@@ -54,10 +53,9 @@ class RayCluster(RoleCluster):
         poll_interval_ms: float = POLL_INTERVAL_MS,
         check_invariants: bool = True,
     ) -> None:
-        self.scenario = scenario
-        spec = scenario.cluster
-        self.settings = ClusterSettings.from_spec(spec)
-        self.mode = StorageMode(spec.storage)
+        self.settings = run.cluster
+        self.topics = run.topics
+        self.mode = self.settings.storage
         self.poll_interval_ms = poll_interval_ms
         self.connection = adapter.connect(address)
         self._own_data_root = data_root is None
@@ -68,7 +66,7 @@ class RayCluster(RoleCluster):
         self.faults = NetworkFaults()
         self.clients: Clients | None = None
         self.watch_history()
-        self._next_seed = scenario.seed * 1_000_003
+        self._next_seed = run.seed * 1_000_003
         self._closed = False
         self.observing = True
 
@@ -79,12 +77,11 @@ class RayCluster(RoleCluster):
         self.placement = assign_hosts(brokers, voters, ray_nodes)
         self.agents: dict[str, Any] = {}
         self.specs: dict[str, RoleSpec] = {}
-        disk = spec.disk
         for name in brokers + voters:
             self.agents[name] = adapter.create_agent(name, self.placement[name], str(self.data_root), self.mode, self.epoch_s)
             self.sim.nodes[name] = RayNode(name)
             kind = "broker" if name.startswith("b") else "controller"
-            self.specs[name] = RoleSpec(kind, self.settings, dirty_expire_ms=disk.dirty_expire_ms, background_flush_interval_ms=disk.background_flush_interval_ms)
+            self.specs[name] = RoleSpec(kind, self.settings, dirty_expire_ms=run.dirty_expire_ms, background_flush_interval_ms=run.background_flush_interval_ms)
         try:
             handles = adapter.get([self.agents[n].create_node.remote(n, self.specs[n], self._seed(), 0) for n in brokers + voters], CALL_TIMEOUT_S)
             for name, handle in zip(brokers + voters, handles, strict=True):
@@ -317,26 +314,26 @@ class RayCluster(RoleCluster):
         self._push_faults()
         self.sim.record(Fault("heal", node or "all"))
 
-    def protocol_step(self, kind: str, args: Any) -> None:
+    def protocol_step(self, kind: str, args: ProtocolCommand) -> None:
         if kind == "elect":
-            topic, p = split_partition_ref(args.partition)
+            topic, p = args.topic, args.partition
             self.admin(lambda ctl, now, out: ctl.elect_leaders(topic, p, args.type, now, out))
         elif kind == "alter_config":
             config = dict(args.config)
             self.admin(lambda ctl, now, out: ctl.alter_config(args.topic, config, now, out))
         elif kind == "reassign":
-            topic, p = split_partition_ref(args.partition)
+            topic, p = args.topic, args.partition
             target = list(args.replicas)
             self.admin(lambda ctl, now, out: ctl.reassign(topic, p, target, now, out))
         elif kind == "produce":
             self.clients.produce(args)
         elif kind == "list_offsets":
-            state = self.view().partitions().get(args.partition)
+            state = self.view().partition(f"{args.topic}-{args.partition}")
             self.clients.list_offsets(args, None if state is None else state.leader)
         elif kind == "consume":
             self.clients.consume(args)
         elif kind == "load":
-            self.clients.load(args, {t.name: t.partitions for t in self.scenario.topics})
+            self.clients.load(args, {t.name: t.partitions for t in self.topics})
         else:
             raise StepFailed(f"step `{kind}` is not supported on Ray")
 

@@ -1,4 +1,5 @@
-"""A scenario's cluster in the simulator: the `ClusterRuntime` the scenario runner drives.
+"""A scenario's cluster in the simulator: the `ClusterRuntime` the scenario runner drives, built
+from plain `RunSettings` (workloads/drivers.py makes them from a scenario).
 
 Every broker and controller node gets its own emulated host (its own failure domain and disk), as
 on a real cluster with one process per machine. Before the steps run, the cluster is brought up:
@@ -15,14 +16,11 @@ from actors.clients.consumer import ConsumerNode
 from actors.clients.producer import ProducerNode
 from actors.contract import Output
 from actors.roles import role_factories
+from actors.runtime.api import ProtocolCommand, RunSettings, StepFailed
 from actors.runtime.clients import Clients
-from actors.runtime.network import LatencyModel
 from actors.runtime.readout import RoleCluster
-from actors.settings import ClusterSettings
-from kraftlab.scenario.schema import LatencySpec, Scenario, split_partition_ref
 from observability.events import Fault, link_target, partition_target
 from storage.modes import CrashKind, StorageMode
-from workloads.runtime_api import StepFailed
 
 from .history import report_survivors
 from .simulator import SimConfig, Simulator
@@ -31,25 +29,20 @@ from .trace import EventSink
 BOOTSTRAP_TIMEOUT_MS = 60_000.0
 
 
-def _latency(spec: LatencySpec) -> LatencyModel:
-    return LatencyModel(spec.kind, spec.low_ms, spec.high_ms, spec.mean_ms)
-
-
 class SimCluster(RoleCluster):
     bootstrap_timeout_ms = BOOTSTRAP_TIMEOUT_MS
     unknown_grace_ms = 0.0
 
-    def __init__(self, scenario: Scenario, event_sinks: Sequence[EventSink] = ()) -> None:
-        self.scenario = scenario
-        spec = scenario.cluster
-        self.settings = ClusterSettings.from_spec(spec)
+    def __init__(self, run: RunSettings, event_sinks: Sequence[EventSink] = ()) -> None:
+        self.settings = run.cluster
+        self.topics = run.topics
         self.sim = Simulator(
             SimConfig(
-                seed=scenario.seed,
-                latency=_latency(spec.network.latency),
-                fsync_latency=_latency(spec.disk.fsync_latency),
-                background_flush_interval_ms=spec.disk.background_flush_interval_ms,
-                dirty_expire_ms=spec.disk.dirty_expire_ms,
+                seed=run.seed,
+                latency=run.network_latency,
+                fsync_latency=run.fsync_latency,
+                background_flush_interval_ms=run.background_flush_interval_ms,
+                dirty_expire_ms=run.dirty_expire_ms,
             )
         )
         self.sim.trace.sinks.extend(event_sinks)
@@ -57,7 +50,7 @@ class SimCluster(RoleCluster):
         for check in self.checks.check_sets:
             self.sim.add_invariant_set(check)
         report_survivors(self.sim)
-        mode = StorageMode(spec.storage)
+        mode = self.settings.storage
         factories = role_factories(self.settings)
         for name in factories:
             self.sim.add_host(name, mode)
@@ -162,9 +155,9 @@ class SimCluster(RoleCluster):
         self.sim.network.heal(node)
         self.sim.record(Fault("heal", node or "all"))
 
-    def protocol_step(self, kind: str, args: Any) -> None:
+    def protocol_step(self, kind: str, args: ProtocolCommand) -> None:
         if kind == "elect":
-            topic, p = split_partition_ref(args.partition)
+            topic, p = args.topic, args.partition
             self.admin(lambda ctl, now, out: ctl.elect_leaders(topic, p, args.type, now, out))
             return
         if kind == "alter_config":
@@ -172,19 +165,19 @@ class SimCluster(RoleCluster):
             self.admin(lambda ctl, now, out: ctl.alter_config(args.topic, config, now, out))
             return
         if kind == "reassign":
-            topic, p = split_partition_ref(args.partition)
+            topic, p = args.topic, args.partition
             target = list(args.replicas)
             self.admin(lambda ctl, now, out: ctl.reassign(topic, p, target, now, out))
             return
         if kind == "produce":
             return self.clients.produce(args)
         if kind == "list_offsets":
-            state = self.view().partitions().get(args.partition)
+            state = self.view().partition(f"{args.topic}-{args.partition}")
             return self.clients.list_offsets(args, None if state is None else state.leader)
         if kind == "consume":
             return self.clients.consume(args)
         if kind == "load":
-            return self.clients.load(args, {t.name: t.partitions for t in self.scenario.topics})
+            return self.clients.load(args, {t.name: t.partitions for t in self.topics})
         raise StepFailed(
             f"step `{kind}` needs the brokers' data plane or a controller feature this version does not have yet"
         )

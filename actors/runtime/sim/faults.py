@@ -1,10 +1,12 @@
-"""Carrying out a FaultSchedule in the simulator, then the heal phase."""
+"""Carrying out a fault schedule's actions (workloads/faults.py) in the simulator, then the heal phase."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from actors.runtime.api import FaultAction
 from observability.events import Fault, link_target, partition_target
 from storage.modes import CrashKind
-from workloads.faults import FaultAction, FaultSchedule
 
 from .simulator import Simulator
 
@@ -37,8 +39,8 @@ def apply_fault(sim: Simulator, a: FaultAction) -> None:
         raise ValueError(f"unknown fault action {a.action!r}")
 
 
-def schedule_faults(sim: Simulator, schedule: FaultSchedule, start_ms: float = 0.0) -> None:
-    for a in schedule.actions:
+def schedule_faults(sim: Simulator, actions: Iterable[FaultAction], start_ms: float = 0.0) -> None:
+    for a in actions:
         sim.call_at(start_ms + a.at_ms, lambda a=a: apply_fault(sim, a))
 
 

@@ -15,12 +15,10 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-import workloads
-
 from .references import check_references
 from .schema import STEP_TYPES, Scenario
 
-LIBRARY_DIR = Path(workloads.__file__).resolve().parent / "library"
+LIBRARY_DIR = Path(__file__).resolve().parents[1] / "library"  # workloads/library
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The invariant names of reference/protocol-facts.md (the names violations are reported under).
 
-Scenario files may list any of these in `expect_violations`; the checks themselves live next to the
-roles they observe.
+The checks of this package report violations under these names; scenario files may list any of them
+in `expect_violations` (workloads/scenario/schema.py validates them).
 """
 
 from __future__ import annotations

@@ -14,8 +14,9 @@ registration record as a `broker_change` event (controller.py, `_report_committe
 drivers hand every event to their sinks, polls or not: so a wait also holds once a state reported
 since it began matches.
 
-Only the keys a metadata record carries can be judged this way: `hwm` is the leader's and `alive`
-the process's, not the controller's, and are read from the cluster as it is now.
+Which conditions these states can judge, and how, is the reader's business: a `wait_for`
+(workloads/conditions.py, `reported_from_now`) passes the subject it waits on and a test of a
+state's attributes.
 """
 
 from __future__ import annotations
@@ -23,19 +24,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kraftlab.scenario.schema import BROKER_ATTRS, PARTITION_ATTRS, Condition
 from observability.events import EventRecord
 from observability.states import UNKNOWN, PartitionState
 
-from .conditions import matches
-
-
-# The subjects' attributes (contract.md, "Conditions") less those no metadata record holds.
-PARTITION_RECORD_KEYS = frozenset(PARTITION_ATTRS) - {"hwm"}
-BROKER_RECORD_KEYS = frozenset(BROKER_ATTRS) - {"alive"}
-
 # A subject: ("partition", "t-0") or ("broker", 2).
 Subject = tuple[str, Any]
+# A test of one committed state's attributes (a partition's: those of `PartitionState`, its `hwm`
+# UNKNOWN; a broker's: `fenced` and `epoch`).
+Accepts = Callable[[dict[str, Any]], bool]
 
 
 class CommittedHistory:
@@ -61,16 +57,9 @@ class CommittedHistory:
         self._newest[subject] = version
         self.states.append((subject, attributes))
 
-    def reported_from_now(self, cond: Condition) -> Callable[[], bool]:
-        """A check that turns (and stays) true once a state reported after this call satisfies
-        every key of `cond`; always false for a condition these states cannot judge."""
-        checks = cond.checks()
-        if cond.partition is not None and checks.keys() <= PARTITION_RECORD_KEYS:
-            subject: Subject = ("partition", cond.partition)
-        elif cond.broker is not None and checks.keys() <= BROKER_RECORD_KEYS:
-            subject = ("broker", cond.broker)
-        else:
-            return lambda: False
+    def reported_from_now(self, subject: Subject, accepts: Accepts) -> Callable[[], bool]:
+        """A check that turns (and stays) true once a state of `subject` reported after this call
+        is accepted by `accepts`."""
         position = len(self.states)
         seen = False
 
@@ -79,7 +68,7 @@ class CommittedHistory:
             while not seen and position < len(self.states):
                 reported, attributes = self.states[position]
                 position += 1
-                seen = reported == subject and all(matches(want, attributes[key], key) for key, want in checks.items())
+                seen = reported == subject and accepts(attributes)
             return seen
 
         return check

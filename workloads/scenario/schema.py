@@ -33,7 +33,7 @@ from pydantic import (
     model_validator,
 )
 
-from kraftlab.invariants import INVARIANT_NAMES
+from observability.checks.invariants import INVARIANT_NAMES
 
 
 class Strict(BaseModel):
