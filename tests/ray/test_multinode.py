@@ -44,7 +44,7 @@ def scenario():
 
 
 def test_hosts_on_distinct_nodes_and_node_loss_is_an_os_crash(three_nodes, tmp_path):
-    ray_cluster, workers = three_nodes
+    ray_nodes, workers = three_nodes
     cluster = ray_cluster(scenario(), data_root=tmp_path)
     try:
         where = cluster.placement_report()
@@ -53,7 +53,7 @@ def test_hosts_on_distinct_nodes_and_node_loss_is_an_os_crash(three_nodes, tmp_p
 
         lost_node = where["b2"]
         worker = next(w for w in workers if w.node_id == lost_node)
-        ray_cluster.remove_node(worker)  # b2 and c2 live there
+        ray_nodes.remove_node(worker)  # b2 and c2 live there
 
         view = cluster.view()
         assert cluster.run_until(lambda: not cluster.sim.is_running("b2") and not cluster.sim.is_running("c2"), 30_000)
