@@ -336,10 +336,16 @@ class PartitionChange(NamedTuple):
     reason: str
 
 
+CLEAN_ELECTIONS = frozenset({"clean", "elr", "preferred"})  # the others may lose committed records
+UNCLEAN_ELECTIONS = frozenset({"unclean", "last_known_leader"})
+
+
 @event("election")
 class Election(NamedTuple):
     """A committed leader election: "clean" (from the ISR), "elr" (a clean election from the ELR,
-    KIP-966), "unclean", "last_known_leader" (unclean recovery's), "preferred"."""
+    KIP-966), "preferred" (clean, asked for by ElectLeaders), "unclean" (legacy, or KIP-966
+    unclean recovery after inspecting logs), "last_known_leader" (unclean recovery of that
+    strategy, without inspecting logs)."""
 
     topic: str
     partition: int
