@@ -118,6 +118,8 @@ COLUMN_TYPES: dict[str, str] = {
     "ray_node": "string",
     "pid": "int64",
     "bytes_lost": "int64",
+    "files": "int32",
+    "cause": "string",
     "invariant": "string",
     "detail": "string",
     "step": "string",
@@ -388,6 +390,17 @@ def partition_target(groups) -> str:
 
 def link_target(src: str, dst: str) -> str:
     return f"{src}->{dst}"
+
+
+@event("storage_flushed")
+class StorageFlushed(NamedTuple):
+    """Files of the node made durable: by an fsync the node asked for or that its acknowledgements
+    wait on (`cause` "fsync"), or by the OS writing back pages dirty for `dirty_expire_ms`
+    ("writeback"; with process_buffer storage, the process's own timed write-out). What is
+    written and not yet flushed is what an OS crash takes (`crash_lost`)."""
+
+    files: int
+    cause: str
 
 
 @event("crash_lost")
