@@ -90,7 +90,8 @@ class Controller:
         self.working: MetadataImage | None = None
         self.last_contact_ms: dict[int, float] = {}
         self.replies: list[tuple[int, Envelope]] = []  # (offset that must commit first, answer)
-        self.elections = {"clean": 0, "elr": 0, "unclean": 0}  # by election kind ("elr": clean, from the ELR)
+        # Elections committed, by kind (metadata.PartitionRecord.election).
+        self.elections = {"clean": 0, "elr": 0, "preferred": 0, "unclean": 0, "last_known_leader": 0}
         self.recovery = UncleanRecovery(settings.config.unclean_recovery_strategy)
 
     # --- RaftListener ---------------------------------------------------------------------------

@@ -61,7 +61,10 @@ class PartitionRecord:
     partition_epoch: int
     leader_recovery_state: str = RECOVERED
     reason: str = "create"
-    election: str | None = None  # "clean" | "elr" (clean, from the ELR) | "unclean" | None (no new leader)
+    # The kind of the election this record makes, None when the leader stays: "clean" (from the
+    # ISR), "elr" (clean, from the ELR), "preferred" (clean, ElectLeaders), "unclean", or
+    # "last_known_leader" (unclean recovery of that strategy).
+    election: str | None = None
     # A reassignment in progress (§6.7): replicas joining, and replicas leaving once it completes.
     adding_replicas: tuple[int, ...] = ()
     removing_replicas: tuple[int, ...] = ()

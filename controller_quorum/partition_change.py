@@ -86,7 +86,7 @@ def change_partition(
     if elected == "unclean":
         lrs = RECOVERING
         elr, lkelr = [], []
-    if elected in ("clean", "elr") and len(isr) >= policy.min_isr:
+    if elected in ("clean", "elr", "preferred") and len(isr) >= policy.min_isr:
         elr, lkelr = [], []
     if policy.elr_enabled and policy.last_known_leader_only:
         lkelr = _last_known_leader(part, isr, leader)
@@ -166,7 +166,7 @@ def _elect(part, isr, elr, active, election, policy):
     if election == "preferred":
         preferred = part.replicas[0]
         if preferred in isr and active(preferred):
-            return preferred, isr, elr, "clean"
+            return preferred, isr, elr, "preferred"  # clean, asked for by ElectLeaders
         leader = part.leader if part.leader in isr and active(part.leader) else None
         return leader, isr, elr, "clean" if leader is not None else None
     if part.leader is not None and part.leader in isr and active(part.leader):

@@ -103,7 +103,9 @@ def recovered_partition(part: PartitionRecord, leader: int, strategy: str) -> Pa
         partition_epoch=part.partition_epoch + 1,
         leader_recovery_state=RECOVERING,
         reason=f"unclean_recovery_{normalize_strategy(strategy)}",
-        election="unclean",
+        # An unclean election either way; the last_known_leader strategy's has a kind of its own
+        # (contract.md's election kinds): it elects without inspecting logs.
+        election="last_known_leader" if normalize_strategy(strategy) == LAST_KNOWN_LEADER else "unclean",
     )
 
 

@@ -118,6 +118,8 @@ COLUMN_TYPES: dict[str, str] = {
     "ray_node": "string",
     "pid": "int64",
     "bytes_lost": "int64",
+    "files": "int32",
+    "cause": "string",
     "invariant": "string",
     "detail": "string",
     "step": "string",
@@ -336,10 +338,16 @@ class PartitionChange(NamedTuple):
     reason: str
 
 
+CLEAN_ELECTIONS = frozenset({"clean", "elr", "preferred"})  # the others may lose committed records
+UNCLEAN_ELECTIONS = frozenset({"unclean", "last_known_leader"})
+
+
 @event("election")
 class Election(NamedTuple):
     """A committed leader election: "clean" (from the ISR), "elr" (a clean election from the ELR,
-    KIP-966), "unclean", "last_known_leader" (unclean recovery's), "preferred"."""
+    KIP-966), "preferred" (clean, asked for by ElectLeaders), "unclean" (legacy, or KIP-966
+    unclean recovery after inspecting logs), "last_known_leader" (unclean recovery of that
+    strategy, without inspecting logs)."""
 
     topic: str
     partition: int
@@ -382,6 +390,17 @@ def partition_target(groups) -> str:
 
 def link_target(src: str, dst: str) -> str:
     return f"{src}->{dst}"
+
+
+@event("storage_flushed")
+class StorageFlushed(NamedTuple):
+    """Files of the node made durable: by an fsync the node asked for or that its acknowledgements
+    wait on (`cause` "fsync"), or by the OS writing back pages dirty for `dirty_expire_ms`
+    ("writeback"; with process_buffer storage, the process's own timed write-out). What is
+    written and not yet flushed is what an OS crash takes (`crash_lost`)."""
+
+    files: int
+    cause: str
 
 
 @event("crash_lost")

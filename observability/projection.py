@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .events import EventRecord
+from .events import CLEAN_ELECTIONS, EventRecord
 from .latency import LatencyHistogram
 from .states import UNKNOWN, BrokerState, PartitionState, QuorumState, ReplicaState
 
@@ -221,7 +221,7 @@ class ClusterProjection:
         if ev.metadata_offset in self._elections_seen:
             return  # another voter's report of the same record
         self._elections_seen.add(ev.metadata_offset)
-        if ev.election_kind in ("clean", "elr", "preferred"):
+        if ev.election_kind in CLEAN_ELECTIONS:
             self.elections["clean"] += 1
             if ev.election_kind == "elr":
                 self.elections["elr"] += 1

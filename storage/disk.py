@@ -191,13 +191,17 @@ class SimDisk:
         page_cache and fsync: the OS writes back files dirty for at least `dirty_expire_ms`.
         process_buffer: the process writes out (and syncs) its whole buffer on its own timer.
         """
-        flushed = 0
-        for f in self._files.values():
+        return sum(self.background_flush_by_owner(now_ms).values())
+
+    def background_flush_by_owner(self, now_ms: float) -> dict[str, int]:
+        """`background_flush`, telling how many files of each owner it flushed."""
+        flushed: dict[str, int] = {}
+        for (owner, _), f in self._files.items():
             if f.dirty_since_ms is None:
                 continue
             if self.mode is StorageMode.PROCESS_BUFFER or now_ms - f.dirty_since_ms >= self.dirty_expire_ms:
                 f.make_durable()
-                flushed += 1
+                flushed[owner] = flushed.get(owner, 0) + 1
         return flushed
 
     # --- shutdown and crashes ---------------------------------------------------------------

@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from observability.events import BeyondTolerance, EventRecord
+from observability.events import UNCLEAN_ELECTIONS, BeyondTolerance, EventRecord
 from observability.projection import AckedBatch, ClusterProjection, LogMirror
 
 Key = tuple[str, int]
@@ -134,7 +134,7 @@ class PartitionChecks:
 
     def _on_election(self, rec: EventRecord) -> None:
         ev = rec.event
-        if ev.election_kind == "unclean":
+        if ev.election_kind in UNCLEAN_ELECTIONS:
             key = (ev.topic, ev.partition)
             self._unclean_epoch[key] = max(self._unclean_epoch.get(key, -1), ev.leader_epoch)
             self._dirty.add(key)

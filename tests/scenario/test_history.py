@@ -40,6 +40,17 @@ def test_a_load_run_with_a_crash_has_a_complete_history(load_elr):
     # The OS crash of b1 is a fault row, and what its page cache took a crash_lost row.
     assert any(r["kind"] == "fault" and (r["fault"], r["target"]) == ("crash_os", "b1") for r in rows)
     assert any(r["kind"] == "crash_lost" and r["target"] == "b1" and r["bytes_lost"] > 0 for r in rows)
+    # page_cache: the OS writes back what stayed dirty (`storage_flushed`, cause writeback); the
+    # voters' quorum state is fsynced.
+    flushes = {(r["node"][0], r["cause"]) for r in rows if r["kind"] == "storage_flushed"}
+    assert ("b", "writeback") in flushes and ("c", "fsync") in flushes, flushes
+
+
+def test_fsync_storage_tells_each_flush_its_acknowledgements_wait_on(tmp_path):
+    run_dir, summary = run("last-replica-standing-load", tmp_path, cluster=load_scenario("last-replica-standing-load")[0].cluster.model_copy(update={"storage": "fsync"}))
+    rows = [r for r in read_history(run_dir / "events").to_pylist() if r["kind"] == "storage_flushed"]
+    assert {r["cause"] for r in rows if r["node"].startswith("b")} >= {"fsync"}
+    assert all(r["files"] >= 1 for r in rows)
 
 
 def test_without_elr_the_lost_writes_in_the_history_are_the_summarys_acked_lost(tmp_path):

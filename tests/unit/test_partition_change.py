@@ -96,6 +96,7 @@ def test_preferred_election_moves_leadership_back_to_the_first_replica():
     p = part(leader=2, isr=(1, 2, 3))
     new = change_partition(p, brokers(), ELR_ON, reason="elect_preferred", election="preferred")
     assert (new.leader, new.leader_epoch) == (1, 6)
+    assert new.election == "preferred"  # contract.md's election kind; a clean election
 
 
 def test_a_broker_in_controlled_shutdown_is_not_a_leader_candidate():

@@ -117,6 +117,12 @@ def test_the_recovered_leader_leads_alone_recovering_with_bumped_epochs():
     assert new.leader_recovery_state == RECOVERING and new.election == "unclean"
 
 
+def test_the_last_known_leader_strategy_elects_with_its_own_kind():
+    new = recovered_partition(offline(lkelr=(1,)), 1, "last_known_leader")
+    assert (new.leader, new.isr, new.leader_recovery_state) == (1, (1,), RECOVERING)
+    assert new.election == "last_known_leader"  # unclean: counted in elections_unclean
+
+
 def test_last_known_leader_recovery_elects_the_leader_recorded_when_the_isr_emptied():
     """The partition-change side (LastKnownELR = [last leader] when a change empties the ISR, even
     with ELR members left) feeding this strategy: once unclean shutdowns empty the ELR, recovery

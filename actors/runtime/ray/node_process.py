@@ -54,7 +54,7 @@ from actors.contract import (
     Truncate,
 )
 from actors.runtime.network import NetworkFaults
-from observability.events import EventRecord, ProcessStart, ProcessStop
+from observability.events import EventRecord, ProcessStart, ProcessStop, StorageFlushed
 
 from .file_store import FileFlush, NodeFiles
 
@@ -156,7 +156,10 @@ class NodeProcess:
         while not self.stopped:
             await asyncio.sleep(self.background_flush_interval_ms / 1000.0)
             if not self.stopped:
-                self.files.background_flush(self.clock.now_ms())
+                now = self.clock.now_ms()
+                files = self.files.background_flush(now)
+                if files:
+                    self._record(now, StorageFlushed(files, "writeback"))
 
     # --- inputs ---------------------------------------------------------------------------------
 
@@ -296,7 +299,9 @@ class NodeProcess:
                 await loop.run_in_executor(self._fsync_thread, batch.flush.sync)
                 if self.stopped:
                     return
-                self.files.complete_flush(batch.flush)
+                files = self.files.complete_flush(batch.flush)
+                if files:
+                    self._record(self.clock.now_ms(), StorageFlushed(files, "fsync"))
                 self._flushes.popleft()
                 for env in batch.sends:
                     self._enqueue(env)

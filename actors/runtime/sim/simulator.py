@@ -45,7 +45,7 @@ from actors.contract import (
     Truncate,
 )
 from actors.runtime.network import LatencyModel, NetworkFaults
-from observability.events import DRIVER, CrashLost, Fault, HostBoot, InvariantViolated, ProcessStart, ProcessStop
+from observability.events import DRIVER, CrashLost, Fault, HostBoot, InvariantViolated, ProcessStart, ProcessStop, StorageFlushed
 from storage.disk import FlushTicket, SimDisk
 from storage.modes import CrashKind, StorageMode
 
@@ -368,6 +368,8 @@ class Simulator:
         if node.incarnation != incarnation or node.role is None:
             return  # the process died first: the data did not become durable through this flush
         node.host.disk.complete_flush(batch.ticket)
+        if batch.ticket.pending:
+            self.trace.event(self.now_ms, node.name, node.generation, StorageFlushed(len(batch.ticket.pending), "fsync"))
         # Flushes on one disk complete in order, so this batch is the oldest in flight.
         popped = node.flushes.popleft()
         assert popped is batch, "flush completions out of order"
@@ -378,7 +380,10 @@ class Simulator:
 
     def _background_flush(self, host: SimHost) -> None:
         if host.up:
-            host.disk.background_flush(self.now_ms)
+            for owner, files in sorted(host.disk.background_flush_by_owner(self.now_ms).items()):
+                node = self.nodes.get(owner)
+                if node is not None and node.role is not None:  # as on Ray: a running process tells
+                    self.trace.event(self.now_ms, owner, node.generation, StorageFlushed(files, "writeback"))
         self._schedule(self.now_ms + self.config.background_flush_interval_ms, _BACKGROUND_FLUSH, host, None)
 
     # --- process lifecycle and crashes ------------------------------------------------------
