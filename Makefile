@@ -22,7 +22,9 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/sim_throughput.py
+	$(BIN)/python bench/sim_scale.py --partitions 10 100 1000
 	$(BIN)/python bench/ray_throughput.py
+	$(BIN)/python bench/ray_observation.py
 
 schema: $(STAMP)
 	$(BIN)/kraftlab schema > workloads/scenario.schema.json
