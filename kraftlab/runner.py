@@ -106,6 +106,7 @@ def run_scenario(
         steps = StepRunner(runtime, scenario)
         failures = steps.run(on_step)
         runtime.record(StepsDone(1 if failures else 0))
+        runtime.check_everything()
         at_end = capture_verdict(runtime)
         runtime.stop_checking()
         runtime.clients.finish()

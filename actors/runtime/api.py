@@ -197,6 +197,10 @@ class ClusterRuntime(Protocol):
         """Hand every event recorded so far to the history's readers (before the summary)."""
         ...
 
+    def check_everything(self) -> None:
+        """One full invariant check of the whole cluster view (the end of the steps)."""
+        ...
+
     def stop_checking(self) -> None:
         """No invariant checks from here on (the run's epilogue)."""
         ...

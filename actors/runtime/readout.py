@@ -48,6 +48,12 @@ class RoleCluster:
     def view(self) -> ClusterProjection:
         return self._view
 
+    def check_everything(self) -> None:
+        """One full check at the end of the steps: the online checks judged what each event
+        touched; this judges every partition, the quorum and the metadata once more, whatever the
+        last events touched (the same verdicts: tests/sim/test_incremental_checks.py)."""
+        self.sim.report(self.checks.check_all())
+
     # --- bring-up and admin calls (both runtimes) ------------------------------------------------
 
     bootstrap_timeout_ms = 60_000.0

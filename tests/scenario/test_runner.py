@@ -225,3 +225,22 @@ def test_the_published_json_schema_is_current():
 @pytest.mark.parametrize("name", sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "workloads" / "library").glob("*.yaml")))
 def test_every_library_scenario_validates(name):
     load_scenario(name)
+
+
+def test_the_end_of_the_steps_judges_everything_once_more(tmp_path, monkeypatch):
+    """The online checks judge what each event touched; at the end of the steps one full check
+    judges the whole view, and what it finds is in the summary like any violation."""
+    from observability.checks import OnlineChecks
+
+    full = OnlineChecks.check_all
+    calls = []
+
+    def spy(self):
+        calls.append(1)
+        return {**full(self), "LogMatching": "seen by the end-of-steps check"}
+
+    monkeypatch.setattr(OnlineChecks, "check_all", spy)
+    result, out, summary = run(tmp_path, "sim-faults-smoke")
+    assert calls == [1]  # once, not after every event
+    assert result.exit_code == 1 and not summary["ok"]
+    assert [(v["invariant"], v["detail"]) for v in summary["violations"]] == [("LogMatching", "seen by the end-of-steps check")]

@@ -127,11 +127,15 @@ class RayWorld:
 
     def check_invariants(self) -> None:
         for check_set in self.invariant_sets:
-            for name, detail in check_set().items():
-                seen = self.violations.get(name)
-                if seen is None:
-                    at_ms = self.trace.released_ms  # when the events that show it happened
-                    self.violations[name] = Violation(name, round(at_ms, 3), detail)
-                    self.record(InvariantViolated(name, detail), at_ms)
-                else:
-                    seen.count += 1
+            self.report(check_set())
+
+    def report(self, found: dict[str, str]) -> None:
+        """Violations found (invariant -> detail) in the history released so far."""
+        for name, detail in found.items():
+            seen = self.violations.get(name)
+            if seen is None:
+                at_ms = self.trace.released_ms  # when the events that show it happened
+                self.violations[name] = Violation(name, round(at_ms, 3), detail)
+                self.record(InvariantViolated(name, detail), at_ms)
+            else:
+                seen.count += 1

@@ -246,8 +246,12 @@ class Simulator:
             if detail is not None:
                 self._violated(name, detail)
         for check_set in self.invariant_sets:
-            for name, detail in check_set().items():
-                self._violated(name, detail)
+            self.report(check_set())
+
+    def report(self, found: dict[str, str]) -> None:
+        """Violations found (invariant -> detail), now."""
+        for name, detail in found.items():
+            self._violated(name, detail)
 
     def _violated(self, name: str, detail: str) -> None:
         seen = self.violations.get(name)
