@@ -23,11 +23,9 @@ def actual_values(cond: Condition, view: ClusterView) -> dict[str, Any]:
     """The current value of every key the condition checks (UNKNOWN where the cluster cannot tell)."""
     checks = cond.checks()
     out: dict[str, Any] = {}
-    history = None
     for key in checks:
         if key in HISTORY_COUNTERS:
-            history = history if history is not None else view.history()
-            out[key] = history.get(key, UNKNOWN)
+            out[key] = view.counter(key)
         elif cond.partition is not None:
             state = view.partition(cond.partition)
             out[key] = UNKNOWN if state is None else getattr(state, key)

@@ -68,6 +68,7 @@ class PartitionChecks:
         # Per consumer and partition: (offset, batch base offset, batch CRC) of each offset read,
         # as first read; and how many of them were checked against which leader log version.
         self._reads: dict[tuple[str, Key], list[tuple[int, int, int]]] = {}
+        self._readers: dict[Key, list[str]] = {}  # the consumers that read each partition
         self._read_offsets: dict[tuple[str, Key], set[int]] = {}
         self._reads_checked: dict[tuple[str, Key], tuple[Any, int, int]] = {}
         self._findings: dict[str, str] = {}
@@ -162,7 +163,10 @@ class PartitionChecks:
     def _on_consume(self, rec: EventRecord) -> None:
         ev = rec.event
         key = (ev.topic, ev.partition)
-        reads = self._reads.setdefault((ev.consumer, key), [])
+        reads = self._reads.get((ev.consumer, key))
+        if reads is None:
+            reads = self._reads[(ev.consumer, key)] = []
+            self._readers.setdefault(key, []).append(ev.consumer)
         seen = self._read_offsets.setdefault((ev.consumer, key), set())
         for o in range(ev.first_offset, ev.first_offset + len(ev.sequences)):
             if o not in seen:  # the first read of an offset is what it must stay
@@ -369,8 +373,9 @@ class PartitionChecks:
     def _check_reads(self, key: Key, leader_log: LogMirror | None, found: dict[str, str]) -> None:
         if leader_log is None:
             return
-        for (consumer, k), reads in self._reads.items():
-            if k != key or not reads:
+        for consumer in self._readers.get(key, ()):
+            reads = self._reads[(consumer, key)]
+            if not reads:
                 continue
             state = self._reads_checked.get((consumer, key))
             start = state[2] if state is not None and state[0] is leader_log and state[1] == leader_log.version else 0
