@@ -425,6 +425,12 @@ class PartitionReplica:
         f.leo = fetch_offset
         f.broker_epoch = broker_epoch
         f.fetch_epoch = self.leader_epoch
+        if fetch_offset <= self.hwm and follower in self.isr and (self.pending_isr is None or follower in self.pending_isr):
+            # An in-sync follower (in the replication quorum either way) at or below the HWM:
+            # the HWM, the smallest LEO of the quorum, cannot move on this fetch, and everything
+            # else that could move it re-evaluates it itself. The common case of a fetch on an
+            # idle partition, so that it costs no more than the bookkeeping above.
+            return
         self.maybe_expand_isr(follower, now_ms, out)
         self.maybe_advance_high_watermark(now_ms, out)
 
