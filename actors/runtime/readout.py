@@ -19,6 +19,7 @@ from observability.events import ClusterReady
 from observability.projection import ClusterProjection
 
 ADMIN_RETRY_MS = 100.0
+TOPIC_RETRY_MS = 10_000.0  # bootstrap: a topic not committed by then is asked for again
 
 
 class RoleCluster:
@@ -71,21 +72,31 @@ class RoleCluster:
         view = self.view()
         if not self.run_until(lambda: all(b.fenced is False for b in view.brokers().values()), timeout):
             raise RuntimeError(f"the cluster did not come up within {timeout:g} ms (brokers not all registered and unfenced)")
-        for topic in self.topics:
-            self.create_topic(topic)
         wanted = [(t.name, p) for t in self.topics for p in range(t.partitions)]
 
         def topics_ready() -> bool:
             return all((ev := view.committed_partition(k)) is not None and ev.leader is not None for k in wanted)
 
-        if not self.run_until(topics_ready, timeout):
-            raise RuntimeError("the run's topics did not get leaders within the bootstrap timeout")
+        # The controller proposes a topic's records and answers at once: if it loses the quorum's
+        # leadership before they commit (a slow machine's election), they are gone, so a topic
+        # whose records did not commit is asked for again (as a Kafka client retries CreateTopics
+        # that timed out); "already exists" then means the new controller has them.
+        deadline = self.now_ms + timeout
+        while True:
+            for topic in self.topics:
+                if any(view.committed_partition((topic.name, p)) is None for p in range(topic.partitions)):
+                    self.create_topic(topic, exists_ok=True)
+            if self.run_until(topics_ready, min(TOPIC_RETRY_MS, max(deadline - self.now_ms, 0.0))):
+                break
+            if self.now_ms >= deadline:
+                raise RuntimeError("the run's topics did not get leaders within the bootstrap timeout")
         self.sim.record(ClusterReady(json.dumps(self.cluster_ready_fields(), sort_keys=True)))
 
-    def create_topic(self, topic: TopicSettings) -> None:
+    def create_topic(self, topic: TopicSettings, exists_ok: bool = False) -> None:
         def call(ctl, now, out):
             config = dict(topic.config)
-            return ctl.create_topic(topic.name, topic.partitions, topic.replication_factor, topic.assignment, config, now, out)
+            error = ctl.create_topic(topic.name, topic.partitions, topic.replication_factor, topic.assignment, config, now, out)
+            return None if exists_ok and error is not None and error.endswith("already exists") else error
 
         self.admin(call)
 
