@@ -41,6 +41,7 @@ from .messages import LogEntry
 from .metadata import (
     RECOVERED,
     RECOVERING,
+    BrokerRegistration,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     MetadataImage,
@@ -201,6 +202,20 @@ class Controller:
         for part in list(self.working.partitions.values()):
             if broker in part.isr or part.leader == broker:
                 self._change(part, now_ms, out, reason=reason, remove=broker)
+
+    def _fence(self, b: BrokerRegistration, now_ms: float, out: Output) -> None:
+        """Fence a broker whose session expired. As Kafka's ReplicationControlManager
+        .handleBrokerFenced: the partition changes taking it out of every ISR and leadership come
+        first (computed as if it were fenced already), then the fencing record. A large fencing
+        spans many records that may commit in several parts; in this order no committed prefix
+        shows a fenced broker in an ISR (NoFencedInIsr, seen at 10,000 partitions)."""
+        brokers = {**self.working.brokers, b.broker_id: replace(b, fenced=True)}
+        for part in list(self.working.partitions.values()):
+            if b.broker_id in part.isr or part.leader == b.broker_id:
+                new = change_partition(part, brokers, self.policy(part.topic, replication_factor=len(part.replicas)), reason="broker_fenced", remove=b.broker_id)
+                if new is not None:
+                    self._propose([new], now_ms, out)
+        self._propose([BrokerRegistrationChangeRecord(b.broker_id, b.epoch, fenced=True)], now_ms, out)
 
     def _elect_offline_with(self, broker: int, now_ms: float, out: Output) -> None:
         for part in list(self.working.partitions.values()):
@@ -393,8 +408,7 @@ class Controller:
         for b in sorted(self.working.brokers.values(), key=lambda r: r.broker_id):
             if not b.fenced and now_ms >= self.last_contact_ms.get(b.broker_id, 0.0) + timeout:
                 out.emit(BrokerFenced(b.broker_id, b.epoch, "session_timeout"))
-                self._propose([BrokerRegistrationChangeRecord(b.broker_id, b.epoch, fenced=True)], now_ms, out)
-                self._remove_broker_everywhere(b.broker_id, "broker_fenced", now_ms, out)
+                self._fence(b, now_ms, out)
         for part in list(self.working.partitions.values()):
             self._maybe_complete_reassignment(part, now_ms, out)
         self.maybe_recover_uncleanly(now_ms, out)
