@@ -8,6 +8,7 @@ import pytest
 from actors.runtime.sim.cluster import SimCluster
 
 from .data_world import run_seed
+from .seed_pool import in_seed_order
 
 
 class FullCheckCluster(SimCluster):
@@ -31,12 +32,22 @@ CASES = [
 ]
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("seed,protocol", CASES, ids=[f"{s}-{'-'.join(p) or 'all-on'}" for s, p in CASES])
-def test_incremental_checks_give_the_verdicts_of_full_checks(seed, protocol):
+def both_ways(case: int) -> tuple[tuple[str, dict], tuple[str, dict]]:
+    """(trace hash, verdicts) of CASES[case] with incremental checks, then with full checks."""
+    seed, protocol = CASES[case]
     incremental, _, _ = run_seed(seed, **protocol)
     full, _, _ = run_seed(seed, cluster_class=FullCheckCluster, **protocol)
-    assert incremental.sim.trace_hash() == full.sim.trace_hash()  # the same run
-    assert verdicts(incremental) == verdicts(full)
-    if protocol and protocol != {"prevote": False}:  # prevote's catch is a liveness check, not an invariant
-        assert verdicts(full), f"seed {seed} with {protocol} found nothing: the comparison would be vacuous"
+    return (incremental.sim.trace_hash(), verdicts(incremental)), (full.sim.trace_hash(), verdicts(full))
+
+
+@pytest.mark.slow
+def test_incremental_checks_give_the_verdicts_of_full_checks():
+    # Each case in a fresh worker process (tests/sim/seed_pool.py), as the sweeps run: in the
+    # `make test` process, after the Ray tier, the first of the two runs twice came out with
+    # another trace hash than the same seed gives in any fresh process (not understood yet; see
+    # the README's known issues).
+    for (seed, protocol), ((inc_hash, inc), (full_hash, full)) in zip(CASES, in_seed_order(both_ways, range(len(CASES))), strict=True):
+        assert inc_hash == full_hash, f"seed {seed} {protocol}: not the same run"
+        assert inc == full, f"seed {seed} {protocol}"
+        if protocol and protocol != {"prevote": False}:  # prevote's catch is a liveness check, not an invariant
+            assert full, f"seed {seed} with {protocol} found nothing: the comparison would be vacuous"
