@@ -52,7 +52,7 @@ def run(partitions: int, warmup_ms: float, after_ms: float, out: Path) -> dict:
     ready_ms, ready_wall = sim.now_ms, time.perf_counter()
     cluster.clients.load(protocol_command("load", LoadArgs(producers=2, consumers=0, rate_per_s=2000, message_bytes=100, acks="all")), {"t": partitions})
     cluster.run_for(warmup_ms)
-    led_by_1 = [k for k in view.partitions() if view.partitions()[k].leader == 1]
+    led_by_1 = [k for k, state in view.partitions().items() if state.leader == 1]
     crash_ms = sim.now_ms
     cluster.crash("b1", "os")
 

@@ -166,6 +166,11 @@ class ProducerNode:
         self.metadata_broker = 0
         self.queues: dict[tuple[str, int], deque[PendingRecord]] = {}
         self.in_flight: dict[tuple[str, int], InFlightBatch] = {}
+        # The partitions with queued records or a batch in flight (a superset: pruned as they are
+        # visited), so that a wake-up costs what is outstanding, not the number of partitions;
+        # visited in the order their queues were made (`queue_order`), as a full scan would.
+        self.active: dict[tuple[str, int], None] = {}
+        self.queue_order: dict[tuple[str, int], int] = {}
         self.sequences: dict[tuple[str, int], int] = {}
         self.commands: dict[int, CommandProgress] = {}
         self.acked_batches: list[AckedBatch] = []
@@ -192,7 +197,7 @@ class ProducerNode:
         first = self.next_sequence
         self.next_sequence += len(cmd.values)
         self.commands[cmd.command_id] = CommandProgress(cmd, first_sequence=first)
-        q = self.queues.setdefault((cmd.topic, cmd.partition), deque())
+        q = self._queue((cmd.topic, cmd.partition))
         for i, v in enumerate(cmd.values):
             q.append(PendingRecord(cmd.command_id, first + i, v, cmd.acks, cmd.idempotent, now_ms + cmd.timeout_ms, now_ms))
         out.emit(ProduceSend(self.node_id, cmd.topic, cmd.partition, ACKS_NAMES[cmd.acks], tuple(range(first, first + len(cmd.values)))))
@@ -220,7 +225,7 @@ class ProducerNode:
             return
         end = now_ms if plan.until_ms is None else min(now_ms, plan.until_ms)
         if plan.rate_per_s is None:
-            outstanding = sum(len(q) for q in self.queues.values()) + sum(len(b.records) for b in self.in_flight.values())
+            outstanding = sum(len(self.queues[k]) for k in self.active) + sum(len(b.records) for b in self.in_flight.values())
             due = plan.buffer_records - outstanding if plan.until_ms is None or now_ms < plan.until_ms else 0
         else:
             due = int((end - plan.start_ms) * plan.rate_per_s / 1000.0) + 1 - plan.generated
@@ -233,7 +238,7 @@ class ProducerNode:
             value = f"{self.producer_id}-{n}-{pad}"[: max(plan.message_bytes, 8)]
             sequence = self.next_sequence
             self.next_sequence += 1
-            self.queues.setdefault(key, deque()).append(PendingRecord(plan.command_id, sequence, value, plan.acks, False, now_ms + LOAD_DELIVERY_TIMEOUT_MS, now_ms))
+            self._queue(key).append(PendingRecord(plan.command_id, sequence, value, plan.acks, False, now_ms + LOAD_DELIVERY_TIMEOUT_MS, now_ms))
             handed.setdefault(key, []).append(sequence)
         acks = ACKS_NAMES[plan.acks]
         for (topic, partition), sequences in handed.items():
@@ -284,7 +289,8 @@ class ProducerNode:
         for b in self.in_flight.values():
             deadlines.append(b.retry_at_ms if b.retry_at_ms is not None else b.sent_ms + REQUEST_TIMEOUT_MS)
             deadlines.append(b.deadline_ms)
-        for q in self.queues.values():
+        for key in self.active:
+            q = self.queues[key]
             if q:
                 deadlines.append(q[0].deadline_ms)
                 if self.metadata_wanted:
@@ -318,7 +324,7 @@ class ProducerNode:
             known = self.leaders.get(key)
             if known is None or pm.leader_epoch > known[1] or (pm.leader_epoch == known[1] and known[0] is not None):
                 self.leaders[key] = (pm.leader, pm.leader_epoch)
-        if any(self.leaders.get(k, (None, 0))[0] is None for k, q in self.queues.items() if q):
+        if any(self.leaders.get(k, (None, 0))[0] is None for k in self.active if self.queues[k]):
             self.metadata_wanted = True  # some partition has no leader yet: ask again after a back-off
             self.metadata_broker += 1
 
@@ -327,7 +333,8 @@ class ProducerNode:
     def _send_ready(self, now_ms: float, out: Output) -> None:
         """Send every batch that is due: a new one where none is in flight, or a retry."""
         self._now = now_ms
-        for key, q in self.queues.items():
+        for key in self._active_keys():
+            q = self.queues[key]
             while True:
                 b = self.in_flight.get(key)
                 if b is None and q:
@@ -337,8 +344,24 @@ class ProducerNode:
                 self._send(key, b, now_ms, out)
                 if key in self.in_flight:
                     break  # waiting for its answer (acks=0 batches are done at once)
-        if self.metadata_wanted and self.metadata_request is None and any(self.queues.values()):
+        if self.metadata_wanted and self.metadata_request is None and any(self.queues[k] for k in self.active):
             self._refresh_metadata(now_ms, out)
+
+    def _queue(self, key: tuple[str, int]) -> deque[PendingRecord]:
+        q = self.queues.get(key)
+        if q is None:
+            q = self.queues[key] = deque()
+            self.queue_order[key] = len(self.queue_order)
+        self.active[key] = None
+        return q
+
+    def _active_keys(self) -> list[tuple[str, int]]:
+        """The active partitions in queue order; those with nothing outstanding are dropped."""
+        keys = [k for k in self.active if self.queues[k] or k in self.in_flight]
+        if len(keys) < len(self.active):
+            self.active = dict.fromkeys(keys)
+        keys.sort(key=self.queue_order.__getitem__)
+        return keys
 
     def _new_batch(self, key: tuple[str, int], q: deque[PendingRecord], now_ms: float) -> InFlightBatch:
         first = q[0]
@@ -405,7 +428,8 @@ class ProducerNode:
                 del self.in_flight[key]
                 awaiting_answer = b.retry_at_ms is None and b.attempts > 0
                 self._failed(key, b.records, b.last_error or "DELIVERY_TIMEOUT", now_ms, out, b.maybe_written or awaiting_answer)
-        for key, q in self.queues.items():
+        for key in self._active_keys():
+            q = self.queues[key]
             expired = [r for r in q if r.deadline_ms <= now_ms]
             if expired:
                 kept = deque(r for r in q if r.deadline_ms > now_ms)
@@ -422,7 +446,8 @@ class ProducerNode:
             del self.in_flight[key]
             awaiting_answer = b.retry_at_ms is None and b.attempts > 0
             self._failed(key, b.records, RUN_ENDED, now_ms, out, b.maybe_written or awaiting_answer)
-        for key, q in self.queues.items():
+        for key in self._active_keys():
+            q = self.queues[key]
             if q:
                 self._failed(key, list(q), RUN_ENDED, now_ms, out, False)
                 q.clear()

@@ -157,8 +157,9 @@ class PartitionReplica:
         self.unflushed_messages = 0
         self.hwm_advances = 0
         self._reported_quorum: tuple | None = None  # (ISR, replication quorum) last reported
-        # Called when this replica may have gained a deadline (a produce waits, an ISR proposal is
-        # out): the manager then asks it at each wake-up, instead of asking every replica.
+        # Called when this replica may have gained an earlier deadline (a produce waits, an ISR
+        # proposal is out), once the deadline is set: the manager keeps the replicas' deadlines
+        # in a heap instead of asking every replica. Deadlines only move later without a call.
         self.on_timer: Callable[[], None] = _no_timer
 
     # --- derived state ---------------------------------------------------------------------------
@@ -473,10 +474,10 @@ class PartitionReplica:
 
     def _propose_isr(self, new_isr: tuple[int, ...], now_ms: float, out: Output, recovery: str | None = None) -> None:
         self.pending_isr = new_isr
-        self.on_timer()
         self.awaiting_metadata = False
         self.pending_recovery = recovery
         self._send_alter_partition(now_ms, out)
+        self.on_timer()
         # The Maximal ISR applies at once; the HWM may move (a shrink without the Maximal ISR).
         self.maybe_advance_high_watermark(now_ms, out)
 

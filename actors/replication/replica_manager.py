@@ -15,6 +15,7 @@ requests clients and peers send it (Kafka's ReplicaManager and ReplicaFetcherMan
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING
@@ -79,9 +80,13 @@ class ReplicaManager:
     def __init__(self, env: ReplicaEnv) -> None:
         self.env = env
         self.replicas: dict[Key, PartitionReplica] = {}
-        # The replicas that may have a deadline (a superset: one without is dropped when asked),
-        # and those leading: a wake-up costs what is pending, not the number of partitions.
+        # The replicas that may have a deadline (a superset: one without is dropped at a tick or when
+        # its heap entry comes up), and those leading: a wake-up costs what is pending, not the
+        # number of partitions.
         self.timed: dict[Key, PartitionReplica] = {}
+        # A heap of (deadline, key) with, for every replica that has a deadline, an entry at or
+        # before it (entries are checked lazily against the replica when they reach the top).
+        self.deadlines: list[tuple[float, Key]] = []
         self.leading: set[Key] = set()
         self.fetchers: dict[int, Fetcher] = {}
         self.parked: list[ParkedFetch] = []
@@ -114,8 +119,14 @@ class ReplicaManager:
 
     def _add_replica(self, key: Key, replica: PartitionReplica) -> PartitionReplica:
         self.replicas[key] = replica
-        replica.on_timer = partial(self.timed.__setitem__, key, replica)
+        replica.on_timer = partial(self._on_replica_timer, key, replica)
         return replica
+
+    def _on_replica_timer(self, key: Key, replica: PartitionReplica) -> None:
+        self.timed[key] = replica
+        d = replica.next_deadline()
+        if d is not None:
+            heapq.heappush(self.deadlines, (d, key))
 
     # --- following the metadata ------------------------------------------------------------------
 
@@ -341,14 +352,28 @@ class ReplicaManager:
                 deadlines.append(f.sent_ms + grace)
             elif f.partitions and f.next_fetch_ms is not None:
                 deadlines.append(f.next_fetch_ms)
-        timed = self.timed
-        for key, r in list(timed.items()):
-            d = r.next_deadline()
-            if d is None:
-                del timed[key]
-            else:
-                deadlines.append(d)
+        d = self._next_replica_deadline()
+        if d is not None:
+            deadlines.append(d)
         return min(deadlines)
+
+    def _next_replica_deadline(self) -> float | None:
+        """The earliest deadline of any replica: the heap's top once it is checked against its
+        replica (an entry is never later than its replica's deadline, so a checked top is the
+        minimum); entries of replicas gone, or whose deadline moved later, are dropped or moved."""
+        heap = self.deadlines
+        while heap:
+            d, key = heap[0]
+            r = self.timed.get(key)
+            actual = r.next_deadline() if r is not None else None
+            if actual == d:
+                return d
+            if actual is None:
+                heapq.heappop(heap)
+                self.timed.pop(key, None)
+            else:
+                heapq.heapreplace(heap, (actual, key))
+        return None
 
     def tick(self, now_ms: float, out: Output) -> None:
         cfg = self.env.settings.config
@@ -364,8 +389,10 @@ class ReplicaManager:
                 f.sent_ms = None  # no answer: the request or its response was lost
             if f.sent_ms is None and f.partitions and (f.next_fetch_ms is None or f.next_fetch_ms <= now_ms):
                 self._send_fetch(f, now_ms, out)
-        for r in list(self.timed.values()):
+        for key, r in list(self.timed.items()):
             r.tick(now_ms, out)
+            if r.next_deadline() is None:
+                del self.timed[key]
         if now_ms >= self.next_shrink_check_ms:
             self.next_shrink_check_ms = now_ms + cfg.replica_lag_time_max_ms / 2
             for key in [k for k in self.replicas if k in self.leading]:
@@ -388,6 +415,7 @@ class ReplicaManager:
         for r in self.replicas.values():
             r.stop(out)
         self.timed.clear()
+        self.deadlines.clear()
         self.leading.clear()
         self.fetchers.clear()
         self.parked.clear()
