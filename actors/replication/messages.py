@@ -2,8 +2,11 @@
 dataclasses; record batches travel whole, never one record per message. (The controller's
 GetReplicaLogInfo lives with the other controller-broker requests, in controller_quorum/requests.py.)
 
-A follower's fetch carries every partition it follows on that leader (one request per leader
-broker, as Kafka's fetcher threads do); a consumer's fetch uses `replica_id = CONSUMER`. A
+A follower's fetch covers every partition it follows on that leader (one request per leader
+broker, as Kafka's fetcher threads do), in a fetch session (KIP-227, fetch_session.py): after the
+first, full request, a request carries only the partitions whose fetch position changed and an
+answer only the partitions with something new. A consumer's fetch uses `replica_id = CONSUMER`
+and no session. A
 producer's batches for one broker, and a broker's answers to one producer, travel together
 (`ProduceRequests`, `ProduceResponses`).
 """
@@ -33,6 +36,13 @@ OFFSET_NOT_AVAILABLE = "OFFSET_NOT_AVAILABLE"
 STALE_BROKER_EPOCH = "STALE_BROKER_EPOCH"
 UNKNOWN_TOPIC_OR_PARTITION = "UNKNOWN_TOPIC_OR_PARTITION"
 CORRUPT_MESSAGE = "CORRUPT_MESSAGE"
+FETCH_SESSION_ID_NOT_FOUND = "FETCH_SESSION_ID_NOT_FOUND"
+INVALID_FETCH_SESSION_EPOCH = "INVALID_FETCH_SESSION_EPOCH"
+
+# FetchRequest.session_epoch (KIP-227): a full request without a session (consumers), and the
+# full request that opens a new session; an incremental request numbers from 1.
+SESSIONLESS_EPOCH = -1
+INITIAL_SESSION_EPOCH = 0
 
 RETRIABLE = frozenset(
     {
@@ -123,6 +133,11 @@ class FetchRequest:
     broker_epoch: int  # the follower's broker epoch (KIP-903); -1 for consumers
     max_wait_ms: int
     partitions: tuple[FetchPartition, ...]
+    # KIP-227: the session (0 with INITIAL_SESSION_EPOCH: open one), the request's number in it,
+    # and the partitions the follower no longer fetches (an incremental request only).
+    session_id: int = 0
+    session_epoch: int = SESSIONLESS_EPOCH
+    forgotten: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +156,8 @@ class FetchedPartition:
 class FetchResponse:
     request_id: int
     partitions: tuple[FetchedPartition, ...]
+    session_id: int = 0  # the session the answer belongs to (opened by a full request)
+    error: str | None = None  # a session error: the follower starts a new session
 
 
 @dataclass(frozen=True, slots=True)

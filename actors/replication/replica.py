@@ -161,6 +161,9 @@ class PartitionReplica:
         # proposal is out), once the deadline is set: the manager keeps the replicas' deadlines
         # in a heap instead of asking every replica. Deadlines only move later without a call.
         self.on_timer: Callable[[], None] = _no_timer
+        # Called when this replica's answer to a follower's fetch may have changed (its log end,
+        # HWM, role or partition state): the fetch sessions holding it process it again.
+        self.on_change: Callable[[], None] = _no_timer
 
     # --- derived state ---------------------------------------------------------------------------
 
@@ -206,6 +209,7 @@ class PartitionReplica:
         self.awaiting_metadata = False
         self.followers = {}
         self._reported_quorum = None
+        self.on_change()
 
     def become_leader(self, rec: PartitionRecord, now_ms: float, out: Output) -> None:
         me = self.env.broker_id
@@ -237,6 +241,7 @@ class PartitionReplica:
         self.role = "none"
         self.followers = {}
         self.pending_isr = None
+        self.on_change()
 
     def on_partition_change(self, rec: PartitionRecord, now_ms: float, out: Output) -> None:
         """Metadata for the same leader epoch: the committed ISR and partition epoch moved on (a
@@ -246,6 +251,7 @@ class PartitionReplica:
         self.state = rec
         self.partition_epoch = rec.partition_epoch
         self.isr = rec.isr
+        self.on_change()
         if self.is_leader:
             self.pending_isr = None  # the committed state replaces any proposal (Kafka does too)
             self.pending_recovery = None
@@ -282,6 +288,7 @@ class PartitionReplica:
         base = self.log.end_offset
         self.log.append(batch.stamped(base, self.leader_epoch), out)
         out.emit(Appended(self.topic, self.partition, base, batch.count, self.leader_epoch, batch.crc))
+        self.on_change()
         self._after_append(src, req, base, base + batch.count, now_ms, out)
         self._maybe_flush(batch.count, out)
         self.maybe_advance_high_watermark(now_ms, out)
@@ -345,6 +352,7 @@ class PartitionReplica:
         self.hwm = new
         self.hwm_advances += 1
         out.emit(ReplicaHwm(self.topic, self.partition, new))
+        self.on_change()
         if self.waiting:
             self._answer_waiting(lambda w: w.required_offset <= new, None, out)
         return True
@@ -411,6 +419,17 @@ class PartitionReplica:
 
     def _error(self, error: str) -> FetchedPartition:
         return FetchedPartition(self.topic, self.partition, error, self.hwm, self.log.end_offset)
+
+    def note_skipped_fetch(self, follower: int, at_ms: float) -> None:
+        """The follower's fetch at `at_ms` left this partition out (fetch_session.py): it was at
+        the leader's log end then, so caught up then, as Kafka's processing of the whole session
+        would have recorded."""
+        f = self.followers.get(follower)
+        if f is None or f.fetch_epoch != self.leader_epoch or at_ms <= f.last_fetch_ms:
+            return
+        f.last_caught_up_ms = max(f.last_caught_up_ms, at_ms)
+        f.last_fetch_ms = at_ms
+        f.last_fetch_leader_leo = f.leo
 
     def _update_follower(self, follower: int, fetch_offset: int, broker_epoch: int, now_ms: float, out: Output) -> None:
         f = self.followers[follower]
@@ -515,6 +534,7 @@ class PartitionReplica:
             self.pending_isr = None
             self.pending_recovery = None
             out.emit(IsrCommitted(self.topic, self.partition, tuple(st.isr), st.partition_epoch))
+            self.on_change()  # an ISR expansion may be possible again
             self._after_isr_change(now_ms, out)
         elif resp.error in (NOT_CONTROLLER, REQUEST_TIMED_OUT):
             return  # retried by tick
@@ -534,6 +554,7 @@ class PartitionReplica:
             self.pending_isr = None
             self.pending_recovery = None
             self.alter_sent_ms = now_ms
+            self.on_change()
             self._maybe_report_quorum(out)
 
     def _after_isr_change(self, now_ms: float, out: Output) -> None:
@@ -610,6 +631,7 @@ class PartitionReplica:
         after = self.log.truncate_to(offset, out)
         self.hwm = min(self.hwm, after)
         self.durable_end = min(self.durable_end, after)
+        self.on_change()
         if after < before:
             out.emit(Truncated(self.topic, self.partition, reason, before, after))
 

@@ -6,6 +6,8 @@ requests clients and peers send it (Kafka's ReplicaManager and ReplicaFetcherMan
 - One fetcher per leader broker carries every partition this broker follows there, with at most
   one fetch in flight (Kafka's fetcher threads); its next fetch leaves as soon as the answer is
   applied, after a flush when writes must be durable before they are confirmed (fsync storage).
+  Fetches run in incremental fetch sessions (KIP-227, fetch_session.py): requests and answers
+  carry the partitions that changed, and the leader processes only those.
 - The leader long-polls follower fetches (`replica.fetch.wait.max.ms`): a fetch with nothing to
   return waits until a produce appends to one of its partitions, leadership moves, or the wait ends.
 - Timers: the ISR shrink check (every replica.lag.time.max.ms / 2, as Kafka), the HWM checkpoint
@@ -27,9 +29,14 @@ from observability.events import ReplicaDeleted, ReplicaRecovered
 from storage.codec import pack, unpack
 from storage.partition_log import PartitionLog, partition_dirs, replica_dir
 
+from .fetch_session import FollowerSession, LeaderSession
 from .messages import (
     CONSUMER,
+    FETCH_SESSION_ID_NOT_FOUND,
     FINAL_READER,
+    INITIAL_SESSION_EPOCH,
+    INVALID_FETCH_SESSION_EPOCH,
+    SESSIONLESS_EPOCH,
     NOT_LEADER_OR_FOLLOWER,
     OFFSET_OUT_OF_RANGE,
     UNKNOWN_TOPIC_OR_PARTITION,
@@ -67,6 +74,7 @@ class Fetcher:
     request_id: int = 0
     sent_ms: float | None = None  # a fetch is in flight since then
     next_fetch_ms: float | None = None  # back-off: no fetch before then
+    session: FollowerSession = field(default_factory=FollowerSession)
 
 
 @dataclass
@@ -74,6 +82,8 @@ class ParkedFetch:
     src: str
     request: FetchRequest
     deadline_ms: float
+    session: LeaderSession | None = None  # None: a sessionless fetch
+    answers: dict[Key, FetchedPartition | None] = field(default_factory=dict)  # the partitions it processed
 
 
 class ReplicaManager:
@@ -89,6 +99,8 @@ class ReplicaManager:
         self.deadlines: list[tuple[float, Key]] = []
         self.leading: set[Key] = set()
         self.fetchers: dict[int, Fetcher] = {}
+        self.sessions: dict[int, LeaderSession] = {}  # by follower broker: its fetch session here
+        self.next_session_id = 0
         self.parked: list[ParkedFetch] = []
         self.next_request_id = 0
         self.checkpointed: dict[str, int] = {}
@@ -120,7 +132,15 @@ class ReplicaManager:
     def _add_replica(self, key: Key, replica: PartitionReplica) -> PartitionReplica:
         self.replicas[key] = replica
         replica.on_timer = partial(self._on_replica_timer, key, replica)
+        replica.on_change = partial(self._on_replica_change, key)
         return replica
+
+    def _on_replica_change(self, key: Key) -> None:
+        """The replica's answer to a follower's fetch may have changed (its log end, HWM, role or
+        partition state): every session holding the partition processes it at its next fetch."""
+        for session in self.sessions.values():
+            if key in session.positions:
+                session.dirty[key] = None
 
     def _on_replica_timer(self, key: Key, replica: PartitionReplica) -> None:
         self.timed[key] = replica
@@ -185,28 +205,56 @@ class ReplicaManager:
 
     def _unfollow(self, key: Key) -> None:
         for f in self.fetchers.values():
-            f.partitions.pop(key, None)
+            if key in f.partitions:
+                del f.partitions[key]
+                f.session.forget(key)
 
     def _follow(self, key: Key, leader: int, now_ms: float, out: Output) -> None:
         f = self.fetchers.get(leader)
         if f is None:
             f = self.fetchers[leader] = Fetcher(leader)
         f.partitions[key] = None
+        f.session.add(key)
         if f.sent_ms is None and (f.next_fetch_ms is None or f.next_fetch_ms <= now_ms):
             self._send_fetch(f, now_ms, out)
 
     # --- fetching from leaders -------------------------------------------------------------------
 
     def _send_fetch(self, f: Fetcher, now_ms: float, out: Output) -> None:
-        positions = tuple(self.replicas[k].fetch_position() for k in f.partitions if k in self.replicas)
-        if not positions or self.env.broker_epoch is None:
+        if not f.partitions or self.env.broker_epoch is None:
             f.sent_ms = None
             return
+        session = f.session
+        positions = []
+        if session.next_epoch == INITIAL_SESSION_EPOCH:
+            # A full request: every partition, and a new session.
+            session.reset()
+            for key in f.partitions:
+                replica = self.replicas.get(key)
+                if replica is not None:
+                    positions.append(session.sent.setdefault(key, replica.fetch_position()))
+            if not positions:
+                f.sent_ms = None
+                return
+        else:
+            for key in session.changed:
+                replica = self.replicas.get(key)
+                if replica is not None and key in f.partitions:
+                    position = replica.fetch_position()
+                    if session.sent.get(key) != position:
+                        session.sent[key] = position
+                        positions.append(position)
+            session.changed.clear()
+        forgotten = tuple(session.forgotten)
+        session.forgotten.clear()
         self.next_request_id += 1
         f.request_id = self.next_request_id
         f.sent_ms = now_ms
         f.next_fetch_ms = None
-        req = FetchRequest(f.request_id, self.env.broker_id, self.env.broker_epoch, self.env.settings.config.replica_fetch_wait_max_ms, positions)
+        req = FetchRequest(
+            f.request_id, self.env.broker_id, self.env.broker_epoch, self.env.settings.config.replica_fetch_wait_max_ms,
+            tuple(positions), session.session_id, session.next_epoch, forgotten,
+        )
         # A fetch at offset x confirms everything below x: with fsync storage it leaves only once
         # what it confirms is durable.
         out.send(Envelope(self.env.node_id, f"b{f.leader}", req, after_flush=self.env.sync_flush))
@@ -216,6 +264,15 @@ class ReplicaManager:
         if f is None or f.sent_ms is None or resp.request_id != f.request_id:
             return  # an answer to a fetch we gave up on
         f.sent_ms = None
+        session = f.session
+        if resp.error is not None:
+            # The leader does not know the session (it restarted) or its numbering: start over.
+            session.reset()
+            self._send_fetch(f, now_ms, out)
+            return
+        if session.next_epoch == INITIAL_SESSION_EPOCH:
+            session.session_id = resp.session_id
+        session.next_epoch += 1
         failed = False
         for fp in resp.partitions:
             key = (fp.topic, fp.partition)
@@ -223,6 +280,7 @@ class ReplicaManager:
             if key not in f.partitions or replica is None:
                 continue
             replica.on_fetched(fp, now_ms, out)
+            session.changed[key] = None  # its position may have moved
             if fp.error is not None and fp.diverging_epoch is None and fp.error != OFFSET_OUT_OF_RANGE:
                 failed = True
         if failed:
@@ -235,6 +293,9 @@ class ReplicaManager:
     def on_fetch_request(self, src: str, req: FetchRequest, now_ms: float, out: Output) -> None:
         if req.replica_id in (CONSUMER, FINAL_READER):
             out.send(Envelope(self.env.node_id, src, self._consumer_fetch(req, final=req.replica_id == FINAL_READER)))
+            return
+        if req.session_epoch != SESSIONLESS_EPOCH:
+            self._on_session_fetch(src, req, now_ms, out)
             return
         answers: list[FetchedPartition | None] = []
         for fp in req.partitions:
@@ -249,7 +310,99 @@ class ReplicaManager:
         else:
             self.parked.append(ParkedFetch(src, req, now_ms + req.max_wait_ms))
 
+    def _on_session_fetch(self, src: str, req: FetchRequest, now_ms: float, out: Output) -> None:
+        """A follower's fetch in its session: update the session from the request, process the
+        partitions that can have changed, answer those with something new, or park until one
+        has."""
+        follower = req.replica_id
+        reg = self.env.image.brokers.get(follower)
+        # What the follower's answers depend on in its registration (KIP-903's epoch check, and
+        # whether it may join an ISR).
+        registered = (reg.epoch, reg.fenced, reg.in_controlled_shutdown) if reg is not None else None
+        if req.session_epoch == INITIAL_SESSION_EPOCH:
+            self.next_session_id += 1
+            # Unique across this broker's restarts too (a new broker epoch each time).
+            session_id = ((self.env.broker_epoch or 0) << 20) + self.next_session_id
+            session = self.sessions[follower] = LeaderSession(session_id, follower, req.broker_epoch, registered)
+        else:
+            session = self.sessions.get(follower)
+            if session is None or session.session_id != req.session_id:
+                out.send(Envelope(self.env.node_id, src, FetchResponse(req.request_id, (), error=FETCH_SESSION_ID_NOT_FOUND)))
+                return
+            if req.session_epoch != session.epoch + 1:
+                out.send(Envelope(self.env.node_id, src, FetchResponse(req.request_id, (), error=INVALID_FETCH_SESSION_EPOCH)))
+                return
+            for key in req.forgotten:
+                session.positions.pop(key, None)
+                session.dirty.pop(key, None)
+                session.sent_hwm.pop(key, None)
+                session.last_processed_ms.pop(key, None)
+            if (req.broker_epoch, registered) != (session.broker_epoch, session.registered_epoch):
+                # The follower's broker epoch, or what the metadata says of it, moved: every
+                # partition's answer may change (KIP-903's check), or its ISR expansion.
+                session.broker_epoch, session.registered_epoch = req.broker_epoch, registered
+                session.dirty.update(dict.fromkeys(session.positions))
+        session.epoch = req.session_epoch
+        for fp in req.partitions:
+            key = (fp.topic, fp.partition)
+            session.positions[key] = fp
+            session.dirty[key] = None
+        session.previous_fetch_ms, session.last_fetch_ms = session.last_fetch_ms, now_ms
+        # Process what can have changed; a change during the processing or after it marks the
+        # partition again (`_on_replica_change`), so that the next fetch processes it.
+        processed = list(session.dirty)
+        session.dirty.clear()
+        answers: dict[Key, FetchedPartition | None] = {}
+        for key in processed:
+            fp = session.positions[key]
+            replica = self.replicas.get(key)
+            if replica is None:
+                answers[key] = FetchedPartition(fp.topic, fp.partition, NOT_LEADER_OR_FOLLOWER)
+                continue
+            if session.skipped_since_processed(key, session.previous_fetch_ms):
+                replica.note_skipped_fetch(follower, session.previous_fetch_ms)
+            session.last_processed_ms[key] = now_ms
+            answers[key] = replica.on_follower_fetch(fp, follower, req.broker_epoch, now_ms, out)
+        if any(a is not None for a in answers.values()) or req.max_wait_ms <= 0:
+            self._answer_session(src, req.request_id, session, answers, out)
+        else:
+            self.parked.append(ParkedFetch(src, req, now_ms + req.max_wait_ms, session, answers))
+
+    def _answer_session(self, src: str, request_id: int, session: LeaderSession, answers: dict[Key, FetchedPartition | None], out: Output) -> None:
+        """Answer with the session's partitions that have something new: the `answers` made
+        while processing the request, records or an error that came since, or a HWM the follower
+        has not had. A partition stays marked for the next fetch unless its follower is at the
+        log end (then, unless something changed since it was processed, it is clean: the next
+        fetches skip it, fetch_session.py)."""
+        parts = []
+        for key in [*answers, *(k for k in session.dirty if k not in answers)]:
+            answer = answers.get(key)
+            if answer is None:
+                fp = session.positions.get(key)
+                if fp is None:
+                    continue  # forgotten since
+                replica = self.replicas.get(key)
+                if replica is None:
+                    answer = FetchedPartition(fp.topic, fp.partition, NOT_LEADER_OR_FOLLOWER)
+                elif replica.has_data_for(fp) or fp.fetch_offset > replica.log.end_offset:
+                    answer = replica.read_for_follower(fp)
+                elif session.sent_hwm.get(key) != replica.hwm:
+                    answer = replica.read_for_follower(fp)  # caught up: only a new HWM to tell
+                    session.sent_hwm[key] = answer.high_watermark
+                    parts.append(answer)
+                    continue
+                else:
+                    continue
+            session.dirty[key] = None  # not caught up, or an error: process it again
+            session.sent_hwm[key] = answer.high_watermark
+            parts.append(answer)
+        out.send(Envelope(self.env.node_id, src, FetchResponse(request_id, tuple(parts), session.session_id)))
+
     def _answer_parked(self, p: ParkedFetch, out: Output) -> None:
+        if p.session is not None:
+            if self.sessions.get(p.session.follower) is p.session:
+                self._answer_session(p.src, p.request.request_id, p.session, p.answers, out)
+            return  # a session replaced since (the follower gave up on this fetch)
         parts = []
         for fp in p.request.partitions:
             replica = self.replicas.get((fp.topic, fp.partition))
@@ -263,9 +416,13 @@ class ReplicaManager:
         replica = self.replicas.get(key)
         keep = []
         for p in self.parked:
-            ready = any(
-                (fp.topic, fp.partition) == key and (replica is None or replica.has_data_for(fp)) for fp in p.request.partitions
-            )
+            if p.session is not None:
+                fp = p.session.positions.get(key)
+                ready = fp is not None and (replica is None or replica.has_data_for(fp))
+            else:
+                ready = any(
+                    (fp.topic, fp.partition) == key and (replica is None or replica.has_data_for(fp)) for fp in p.request.partitions
+                )
             if ready:
                 self._answer_parked(p, out)
             else:
@@ -387,6 +544,7 @@ class ReplicaManager:
         for f in self.fetchers.values():
             if f.sent_ms is not None and now_ms >= f.sent_ms + grace:
                 f.sent_ms = None  # no answer: the request or its response was lost
+                f.session.reset()  # where the session stands is unknown: start a new one
             if f.sent_ms is None and f.partitions and (f.next_fetch_ms is None or f.next_fetch_ms <= now_ms):
                 self._send_fetch(f, now_ms, out)
         for key, r in list(self.timed.items()):
@@ -395,6 +553,7 @@ class ReplicaManager:
                 del self.timed[key]
         if now_ms >= self.next_shrink_check_ms:
             self.next_shrink_check_ms = now_ms + cfg.replica_lag_time_max_ms / 2
+            self._apply_skipped_fetches()
             for key in [k for k in self.replicas if k in self.leading]:
                 self.replicas[key].maybe_shrink_isr(now_ms, out)
         if self.next_flush_ms is not None and now_ms >= self.next_flush_ms:
@@ -403,6 +562,15 @@ class ReplicaManager:
         if now_ms >= self.next_checkpoint_ms:
             self.next_checkpoint_ms = now_ms + HWM_CHECKPOINT_INTERVAL_MS
             self.checkpoint_hwms(out)
+
+    def _apply_skipped_fetches(self) -> None:
+        """Before the shrink check reads the followers' caught-up times: a partition its session's
+        latest fetch skipped had its follower caught up at that fetch (fetch_session.py)."""
+        for session in self.sessions.values():
+            at = session.last_fetch_ms
+            for key, done in session.last_processed_ms.items():
+                if done < at and key in self.leading:
+                    self.replicas[key].note_skipped_fetch(session.follower, at)
 
     def checkpoint_hwms(self, out: Output) -> None:
         """Write every replica's local HWM (Kafka's replication-offset-checkpoint) if any moved."""
@@ -418,4 +586,5 @@ class ReplicaManager:
         self.deadlines.clear()
         self.leading.clear()
         self.fetchers.clear()
+        self.sessions.clear()
         self.parked.clear()
