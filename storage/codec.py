@@ -33,7 +33,12 @@ def record_type(cls: type) -> type:
     return cls
 
 
+_SCALARS = frozenset({int, str, bytes, float, bool, type(None)})
+
+
 def _plain(value: Any) -> Any:
+    if type(value) in _SCALARS:
+        return value  # the common case, first (a storage hot path)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return encode_value(value)
     if isinstance(value, tuple | list):

@@ -21,6 +21,7 @@ indeterminate operations). At the end of a run `abandon` settles what is still p
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
 from itertools import groupby
 from operator import attrgetter
@@ -171,6 +172,16 @@ class ProducerNode:
         # visited in the order their queues were made (`queue_order`), as a full scan would.
         self.active: dict[tuple[str, int], None] = {}
         self.queue_order: dict[tuple[str, int], int] = {}
+        # Partitions that may have a batch to send: records were queued, or a batch left flight.
+        self.sendable: dict[tuple[str, int], None] = {}
+        # Each partition's next deadline (a batch's retry, request timeout or delivery timeout, or
+        # its oldest queued record's), in a heap: `scheduled` holds each partition's live entry,
+        # never later than its deadline (it moves earlier only through `_schedule`).
+        self.deadline_heap: list[tuple[float, tuple[str, int]]] = []
+        self.scheduled: dict[tuple[str, int], float] = {}
+        # A lower bound of the delivery deadlines of each partition's queued records (exact after
+        # an expiry pass), so that the pass reads only the queues that may hold an expired record.
+        self.queue_min_deadline: dict[tuple[str, int], float] = {}
         self.sequences: dict[tuple[str, int], int] = {}
         self.commands: dict[int, CommandProgress] = {}
         self.acked_batches: list[AckedBatch] = []
@@ -200,6 +211,7 @@ class ProducerNode:
         q = self._queue((cmd.topic, cmd.partition))
         for i, v in enumerate(cmd.values):
             q.append(PendingRecord(cmd.command_id, first + i, v, cmd.acks, cmd.idempotent, now_ms + cmd.timeout_ms, now_ms))
+        self._queued((cmd.topic, cmd.partition), now_ms + cmd.timeout_ms)
         out.emit(ProduceSend(self.node_id, cmd.topic, cmd.partition, ACKS_NAMES[cmd.acks], tuple(range(first, first + len(cmd.values)))))
         self._send_ready(now_ms, out)
         return self._finish(out)
@@ -240,6 +252,8 @@ class ProducerNode:
             self.next_sequence += 1
             self._queue(key).append(PendingRecord(plan.command_id, sequence, value, plan.acks, False, now_ms + LOAD_DELIVERY_TIMEOUT_MS, now_ms))
             handed.setdefault(key, []).append(sequence)
+        for key in handed:
+            self._queued(key, now_ms + LOAD_DELIVERY_TIMEOUT_MS)
         acks = ACKS_NAMES[plan.acks]
         for (topic, partition), sequences in handed.items():
             out.emit(ProduceSend(self.node_id, topic, partition, acks, tuple(sequences)))
@@ -286,15 +300,11 @@ class ProducerNode:
         deadlines: list[float] = []
         if self.metadata_request is not None:
             deadlines.append(self.metadata_request[1] + METADATA_TIMEOUT_MS)
-        for b in self.in_flight.values():
-            deadlines.append(b.retry_at_ms if b.retry_at_ms is not None else b.sent_ms + REQUEST_TIMEOUT_MS)
-            deadlines.append(b.deadline_ms)
-        for key in self.active:
-            q = self.queues[key]
-            if q:
-                deadlines.append(q[0].deadline_ms)
-                if self.metadata_wanted:
-                    deadlines.append(self._now + RETRY_BACKOFF_MS)
+        earliest = self._earliest_deadline()
+        if earliest is not None:
+            deadlines.append(earliest)
+        if self.metadata_wanted and any(self.queues[k] for k in self.active):
+            deadlines.append(self._now + RETRY_BACKOFF_MS)
         if self.load is not None:
             deadlines.append(self._now + LOAD_TICK_MS)
         out.next_deadline_ms = min(deadlines) if deadlines else None
@@ -333,7 +343,12 @@ class ProducerNode:
     def _send_ready(self, now_ms: float, out: Output) -> None:
         """Send every batch that is due: a new one where none is in flight, or a retry."""
         self._now = now_ms
-        for key in self._active_keys():
+        candidates = self.sendable
+        self.sendable = {}
+        for key, b in self.in_flight.items():
+            if b.retry_at_ms is not None and b.retry_at_ms <= now_ms:
+                candidates[key] = None
+        for key in sorted(candidates, key=self.queue_order.__getitem__):
             q = self.queues[key]
             while True:
                 b = self.in_flight.get(key)
@@ -344,8 +359,60 @@ class ProducerNode:
                 self._send(key, b, now_ms, out)
                 if key in self.in_flight:
                     break  # waiting for its answer (acks=0 batches are done at once)
+            self._schedule(key)
         if self.metadata_wanted and self.metadata_request is None and any(self.queues[k] for k in self.active):
             self._refresh_metadata(now_ms, out)
+
+    def _queued(self, key: tuple[str, int], deadline_ms: float) -> None:
+        """Records with this delivery deadline were queued for `key`."""
+        self.sendable[key] = None
+        known = self.queue_min_deadline.get(key)
+        if known is None or deadline_ms < known:
+            self.queue_min_deadline[key] = deadline_ms
+        self._schedule(key)
+
+    def _drop_in_flight(self, key: tuple[str, int]) -> None:
+        del self.in_flight[key]
+        self.sendable[key] = None  # its queue's next batch may go
+
+    def _key_deadline(self, key: tuple[str, int]) -> float | None:
+        """The partition's next deadline: its batch's retry or request timeout and delivery
+        timeout, and its oldest queued record's delivery timeout."""
+        deadline = None
+        b = self.in_flight.get(key)
+        if b is not None:
+            deadline = min(b.retry_at_ms if b.retry_at_ms is not None else b.sent_ms + REQUEST_TIMEOUT_MS, b.deadline_ms)
+        q = self.queues.get(key)
+        if q and (deadline is None or q[0].deadline_ms < deadline):
+            deadline = q[0].deadline_ms
+        return deadline
+
+    def _schedule(self, key: tuple[str, int]) -> None:
+        """Called where a partition's deadline may have moved earlier."""
+        d = self._key_deadline(key)
+        if d is not None and d < self.scheduled.get(key, float("inf")):
+            self.scheduled[key] = d
+            heapq.heappush(self.deadline_heap, (d, key))
+
+    def _earliest_deadline(self) -> float | None:
+        """The earliest deadline of any partition: the heap's top once checked against the
+        partition (entries moved later or superseded are dropped or moved on the way)."""
+        heap = self.deadline_heap
+        while heap:
+            d, key = heap[0]
+            if self.scheduled.get(key) != d:
+                heapq.heappop(heap)  # superseded by an earlier entry
+                continue
+            actual = self._key_deadline(key)
+            if actual == d:
+                return d
+            heapq.heappop(heap)
+            if actual is None:
+                del self.scheduled[key]
+            else:
+                self.scheduled[key] = actual
+                heapq.heappush(heap, (actual, key))
+        return None
 
     def _queue(self, key: tuple[str, int]) -> deque[PendingRecord]:
         q = self.queues.get(key)
@@ -394,7 +461,7 @@ class ProducerNode:
         out.emit(ProduceAttempt(topic, partition, leader, b.batch.count, b.attempts, b.batch.crc))
         b.maybe_written = b.maybe_written or b.acks == 0
         if b.acks == 0:
-            del self.in_flight[key]
+            self._drop_in_flight(key)
             self._acked(key, b, -1, now_ms, out)
 
     def _on_produce_response(self, resp: ProduceResponse, now_ms: float, out: Output) -> None:
@@ -403,7 +470,7 @@ class ProducerNode:
         if b is None or b.request_id != resp.request_id or b.retry_at_ms is not None:
             return  # an answer to an attempt already given up on
         if resp.error is None:
-            del self.in_flight[key]
+            self._drop_in_flight(key)
             self._acked(key, b, resp.base_offset, now_ms, out)
         else:
             if resp.error not in REFUSED_BEFORE_APPEND:
@@ -412,12 +479,13 @@ class ProducerNode:
                 refresh = resp.error not in (NOT_ENOUGH_REPLICAS, NOT_ENOUGH_REPLICAS_AFTER_APPEND)
                 self._retry_later(key, b, resp.error, now_ms, out, refresh=refresh)
             else:
-                del self.in_flight[key]
+                self._drop_in_flight(key)
                 self._failed(key, b.records, resp.error, now_ms, out, b.maybe_written)
 
     def _retry_later(self, key, b: InFlightBatch, error: str, now_ms: float, out: Output, *, refresh: bool) -> None:
         b.last_error = error
         b.retry_at_ms = now_ms + RETRY_BACKOFF_MS
+        self._schedule(key)
         out.emit(ProduceRetry(key[0], key[1], error, b.attempts))
         if refresh:
             self.metadata_wanted = True
@@ -425,16 +493,22 @@ class ProducerNode:
     def _expire(self, now_ms: float, out: Output) -> None:
         for key, b in list(self.in_flight.items()):
             if b.deadline_ms <= now_ms:
-                del self.in_flight[key]
+                self._drop_in_flight(key)
                 awaiting_answer = b.retry_at_ms is None and b.attempts > 0
                 self._failed(key, b.records, b.last_error or "DELIVERY_TIMEOUT", now_ms, out, b.maybe_written or awaiting_answer)
         for key in self._active_keys():
             q = self.queues[key]
+            if not q or self.queue_min_deadline.get(key, 0.0) > now_ms:
+                continue  # no queued record of this partition is due
             expired = [r for r in q if r.deadline_ms <= now_ms]
             if expired:
                 kept = deque(r for r in q if r.deadline_ms > now_ms)
                 self.queues[key] = kept
                 self._failed(key, expired, "DELIVERY_TIMEOUT", now_ms, out, False)
+                q = kept
+            if q:
+                self.queue_min_deadline[key] = min(r.deadline_ms for r in q)
+                self._schedule(key)
 
     def abandon(self, now_ms: float) -> Output:
         """A local call at the end of a run: no more records; every record still pending gets its
@@ -443,7 +517,7 @@ class ProducerNode:
         out = Output()
         self.stop_load(out)
         for key, b in list(self.in_flight.items()):
-            del self.in_flight[key]
+            self._drop_in_flight(key)
             awaiting_answer = b.retry_at_ms is None and b.attempts > 0
             self._failed(key, b.records, RUN_ENDED, now_ms, out, b.maybe_written or awaiting_answer)
         for key in self._active_keys():
