@@ -174,6 +174,7 @@ class ProducerNode:
         self.queue_order: dict[tuple[str, int], int] = {}
         # Partitions that may have a batch to send: records were queued, or a batch left flight.
         self.sendable: dict[tuple[str, int], None] = {}
+        self.retrying: dict[tuple[str, int], None] = {}  # in-flight batches waiting to be sent again
         # Each partition's next deadline (a batch's retry, request timeout or delivery timeout, or
         # its oldest queued record's), in a heap: `scheduled` holds each partition's live entry,
         # never later than its deadline (it moves earlier only through `_schedule`).
@@ -345,8 +346,8 @@ class ProducerNode:
         self._now = now_ms
         candidates = self.sendable
         self.sendable = {}
-        for key, b in self.in_flight.items():
-            if b.retry_at_ms is not None and b.retry_at_ms <= now_ms:
+        for key in self.retrying:
+            if self.in_flight[key].retry_at_ms <= now_ms:
                 candidates[key] = None
         for key in sorted(candidates, key=self.queue_order.__getitem__):
             q = self.queues[key]
@@ -373,6 +374,7 @@ class ProducerNode:
 
     def _drop_in_flight(self, key: tuple[str, int]) -> None:
         del self.in_flight[key]
+        self.retrying.pop(key, None)
         self.sendable[key] = None  # its queue's next batch may go
 
     def _key_deadline(self, key: tuple[str, int]) -> float | None:
@@ -448,6 +450,7 @@ class ProducerNode:
         leader = self.leaders.get(key, (None, 0))[0]
         if leader is None:
             b.retry_at_ms = now_ms + RETRY_BACKOFF_MS
+            self.retrying[key] = None
             self.metadata_wanted = True
             return
         self.next_request_id += 1
@@ -455,6 +458,7 @@ class ProducerNode:
         b.attempts += 1
         b.sent_ms = now_ms
         b.retry_at_ms = None
+        self.retrying.pop(key, None)
         topic, partition = key
         timeout = max(1, int(b.deadline_ms - now_ms))
         out.send(Envelope(self.node_id, f"b{leader}", ProduceRequest(b.request_id, topic, partition, b.acks, timeout, b.batch)))
@@ -485,6 +489,7 @@ class ProducerNode:
     def _retry_later(self, key, b: InFlightBatch, error: str, now_ms: float, out: Output, *, refresh: bool) -> None:
         b.last_error = error
         b.retry_at_ms = now_ms + RETRY_BACKOFF_MS
+        self.retrying[key] = None
         self._schedule(key)
         out.emit(ProduceRetry(key[0], key[1], error, b.attempts))
         if refresh:
