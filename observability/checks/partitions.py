@@ -76,7 +76,7 @@ class PartitionChecks:
         self._all_dirty = False
         self._handlers: dict[str, Callable[[EventRecord], None]] = {
             "partition_change": self._touch,
-            "appended": self._touch,
+            "appended": self._on_appended,
             "truncated": self._touch,
             "replica_hwm": self._touch,
             "replica_recovered": self._touch,
@@ -106,6 +106,17 @@ class PartitionChecks:
 
     def _touch(self, rec: EventRecord) -> None:
         self._dirty.add((rec.event.topic, rec.event.partition))
+
+    def _on_appended(self, rec: EventRecord) -> None:
+        """An append adds records at a log's end, above its HWM: it cannot break a check (logs
+        are compared below their HWMs, a leader is judged on what it holds, a candidate on reaching
+        the true HWM), so it marks nothing, except where it may bring a broker back from an
+        unclean start level with the true HWM: that is state the next check must not miss."""
+        caught_up = self._unclean_start.get(int(rec.node[1:]))
+        if caught_up is not None:
+            key = (rec.event.topic, rec.event.partition)
+            if key not in caught_up:
+                self._dirty.add(key)
 
     def _touch_all(self, rec: EventRecord) -> None:
         self._all_dirty = True
