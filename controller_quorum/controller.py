@@ -353,7 +353,11 @@ class Controller:
             return  # no recovery under way and nothing changed since the last look (the hot path)
         rec.scanned_offset = w.offset
         strategy = rec.strategy
-        for key, part in w.partitions.items():
+        # Only partitions without a leader or under inquiry can start or drop one; taken in the
+        # image's order (a scan of every partition at every change cost O(partitions)).
+        candidates = rec.inquiries.keys() | w.leaderless.keys()
+        for key in [k for k in w.partitions if k in candidates] if candidates else ():
+            part = w.partitions[key]
             inq = rec.inquiries.get(key)
             if inq is not None and inq.partition_epoch != part.partition_epoch:
                 del rec.inquiries[key]

@@ -117,6 +117,12 @@ class MetadataImage:
     topic_configs: dict[str, dict[str, Any]] = field(default_factory=dict)
     cluster_config: dict[str, Any] = field(default_factory=dict)
     offset: int = 0  # records applied so far (the next offset)
+    # The partitions without a leader (an index of `partitions`, kept by `apply`): what unclean
+    # recovery looks at, without reading every partition at every change.
+    leaderless: dict[tuple[str, int], None] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.leaderless = {k: None for k, p in self.partitions.items() if p.leader is None}
 
     def copy(self) -> MetadataImage:
         return MetadataImage(
@@ -144,7 +150,12 @@ class MetadataImage:
         elif isinstance(rec, TopicRecord):
             self.topics[rec.name] = rec.topic_id
         elif isinstance(rec, PartitionRecord):
-            self.partitions[(rec.topic, rec.partition)] = rec
+            key = (rec.topic, rec.partition)
+            self.partitions[key] = rec
+            if rec.leader is None:
+                self.leaderless[key] = None
+            else:
+                self.leaderless.pop(key, None)
         elif isinstance(rec, ConfigRecord):
             target = self.cluster_config if rec.resource == "cluster" else self.topic_configs.setdefault(rec.name, {})
             if rec.value is None:

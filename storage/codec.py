@@ -37,9 +37,10 @@ _SCALARS = frozenset({int, str, bytes, float, bool, type(None)})
 
 
 def _plain(value: Any) -> Any:
-    if type(value) in _SCALARS:
+    t = type(value)
+    if t in _SCALARS:
         return value  # the common case, first (a storage hot path)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+    if t in _FIELD_NAMES or (dataclasses.is_dataclass(value) and not isinstance(value, type)):
         return encode_value(value)
     if isinstance(value, tuple | list):
         return [_plain(v) for v in value]
@@ -48,11 +49,17 @@ def _plain(value: Any) -> Any:
     return value
 
 
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
 def encode_value(rec: Any) -> list:
     cls = type(rec)
-    if _REGISTRY.get(cls.__name__) is not cls:
-        raise TypeError(f"{cls.__name__} is not a registered record type")
-    return ["@" + cls.__name__, *(_plain(getattr(rec, f.name)) for f in dataclasses.fields(rec))]
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        if _REGISTRY.get(cls.__name__) is not cls:
+            raise TypeError(f"{cls.__name__} is not a registered record type")
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(rec))
+    return ["@" + cls.__name__, *(_plain(getattr(rec, name)) for name in names)]
 
 
 def _restore(value: Any) -> Any:

@@ -175,6 +175,7 @@ class ProducerNode:
         # Partitions that may have a batch to send: records were queued, or a batch left flight.
         self.sendable: dict[tuple[str, int], None] = {}
         self.retrying: dict[tuple[str, int], None] = {}  # in-flight batches waiting to be sent again
+        self.queued_records = 0  # in all queues
         # Each partition's next deadline (a batch's retry, request timeout or delivery timeout, or
         # its oldest queued record's), in a heap: `scheduled` holds each partition's live entry,
         # never later than its deadline (it moves earlier only through `_schedule`).
@@ -212,7 +213,7 @@ class ProducerNode:
         q = self._queue((cmd.topic, cmd.partition))
         for i, v in enumerate(cmd.values):
             q.append(PendingRecord(cmd.command_id, first + i, v, cmd.acks, cmd.idempotent, now_ms + cmd.timeout_ms, now_ms))
-        self._queued((cmd.topic, cmd.partition), now_ms + cmd.timeout_ms)
+        self._queued((cmd.topic, cmd.partition), now_ms + cmd.timeout_ms, len(cmd.values))
         out.emit(ProduceSend(self.node_id, cmd.topic, cmd.partition, ACKS_NAMES[cmd.acks], tuple(range(first, first + len(cmd.values)))))
         self._send_ready(now_ms, out)
         return self._finish(out)
@@ -238,7 +239,7 @@ class ProducerNode:
             return
         end = now_ms if plan.until_ms is None else min(now_ms, plan.until_ms)
         if plan.rate_per_s is None:
-            outstanding = sum(len(self.queues[k]) for k in self.active) + sum(len(b.records) for b in self.in_flight.values())
+            outstanding = self.queued_records + sum(len(b.records) for b in self.in_flight.values())
             due = plan.buffer_records - outstanding if plan.until_ms is None or now_ms < plan.until_ms else 0
         else:
             due = int((end - plan.start_ms) * plan.rate_per_s / 1000.0) + 1 - plan.generated
@@ -253,8 +254,8 @@ class ProducerNode:
             self.next_sequence += 1
             self._queue(key).append(PendingRecord(plan.command_id, sequence, value, plan.acks, False, now_ms + LOAD_DELIVERY_TIMEOUT_MS, now_ms))
             handed.setdefault(key, []).append(sequence)
-        for key in handed:
-            self._queued(key, now_ms + LOAD_DELIVERY_TIMEOUT_MS)
+        for key, sequences in handed.items():
+            self._queued(key, now_ms + LOAD_DELIVERY_TIMEOUT_MS, len(sequences))
         acks = ACKS_NAMES[plan.acks]
         for (topic, partition), sequences in handed.items():
             out.emit(ProduceSend(self.node_id, topic, partition, acks, tuple(sequences)))
@@ -304,7 +305,7 @@ class ProducerNode:
         earliest = self._earliest_deadline()
         if earliest is not None:
             deadlines.append(earliest)
-        if self.metadata_wanted and any(self.queues[k] for k in self.active):
+        if self.metadata_wanted and self.queued_records:
             deadlines.append(self._now + RETRY_BACKOFF_MS)
         if self.load is not None:
             deadlines.append(self._now + LOAD_TICK_MS)
@@ -361,11 +362,12 @@ class ProducerNode:
                 if key in self.in_flight:
                     break  # waiting for its answer (acks=0 batches are done at once)
             self._schedule(key)
-        if self.metadata_wanted and self.metadata_request is None and any(self.queues[k] for k in self.active):
+        if self.metadata_wanted and self.metadata_request is None and self.queued_records:
             self._refresh_metadata(now_ms, out)
 
-    def _queued(self, key: tuple[str, int], deadline_ms: float) -> None:
-        """Records with this delivery deadline were queued for `key`."""
+    def _queued(self, key: tuple[str, int], deadline_ms: float, count: int) -> None:
+        """`count` records with this delivery deadline were queued for `key`."""
+        self.queued_records += count
         self.sendable[key] = None
         known = self.queue_min_deadline.get(key)
         if known is None or deadline_ms < known:
@@ -437,6 +439,7 @@ class ProducerNode:
         records = [q.popleft()]
         while q and len(records) < MAX_BATCH_RECORDS and q[0].acks == first.acks and q[0].idempotent == first.idempotent:
             records.append(q.popleft())
+        self.queued_records -= len(records)
         payload = encode_records(self.node_id, [r.sequence for r in records], [r.value for r in records])
         if first.idempotent:
             seq = self.sequences.get(key, 0)
@@ -509,6 +512,7 @@ class ProducerNode:
             if expired:
                 kept = deque(r for r in q if r.deadline_ms > now_ms)
                 self.queues[key] = kept
+                self.queued_records -= len(expired)
                 self._failed(key, expired, "DELIVERY_TIMEOUT", now_ms, out, False)
                 q = kept
             if q:
@@ -529,6 +533,7 @@ class ProducerNode:
             q = self.queues[key]
             if q:
                 self._failed(key, list(q), RUN_ENDED, now_ms, out, False)
+                self.queued_records -= len(q)
                 q.clear()
         return self._finish(out)
 

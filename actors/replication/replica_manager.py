@@ -107,6 +107,8 @@ class ReplicaManager:
         self.next_checkpoint_ms = 0.0
         self.next_shrink_check_ms = 0.0
         self.next_flush_ms: float | None = None
+        # ((id, offset) of the image, the image (kept so that its id stays its own), partitions, brokers)
+        self._metadata_answer: tuple | None = None
 
     # --- start-up ------------------------------------------------------------------------------
 
@@ -464,8 +466,14 @@ class ReplicaManager:
 
     def on_metadata_request(self, src: str, req: MetadataRequest, out: Output) -> None:
         img = self.env.image
-        parts = tuple(PartitionMetadata(t, p, rec.leader, rec.leader_epoch) for (t, p), rec in sorted(img.partitions.items()))
-        brokers = tuple(sorted(b for b, reg in img.brokers.items() if not reg.fenced))
+        # The answer is a function of the image; an image changes only by applying records (its
+        # offset moves), so it is built once per image state (clients ask often in a failover).
+        stamp = (id(img), img.offset)
+        if self._metadata_answer is None or self._metadata_answer[0] != stamp:
+            parts = tuple(PartitionMetadata(t, p, rec.leader, rec.leader_epoch) for (t, p), rec in sorted(img.partitions.items()))
+            brokers = tuple(sorted(b for b, reg in img.brokers.items() if not reg.fenced))
+            self._metadata_answer = (stamp, img, parts, brokers)
+        _, _, parts, brokers = self._metadata_answer
         out.send(Envelope(self.env.node_id, src, MetadataResponse(req.request_id, parts, brokers)))
 
     def on_replica_log_info(self, src: str, req: GetReplicaLogInfoRequest, out: Output) -> None:
