@@ -140,3 +140,18 @@ def test_last_known_leader_recovery_elects_the_leader_recorded_when_the_isr_empt
     assert candidates == (1,)
     assert choose_leader(candidates, {}, brokers(fenced=(1, 2)), "last_known_leader", window_over=False) is None
     assert choose_leader(candidates, {}, brokers(fenced=(2,)), "last_known_leader", window_over=False) == 1
+
+
+def test_the_image_indexes_its_leaderless_partitions_as_records_apply():
+    """What unclean recovery scans (MetadataImage.leaderless) follows every partition record."""
+    from controller_quorum.metadata import MetadataImage
+
+    image = MetadataImage()
+    led = PartitionRecord("t", 1, (1, 2, 3), (1, 2), (), (), 1, 5, 7)
+    image.apply(0, offline(elr=(2,)))
+    image.apply(1, led)
+    assert list(image.leaderless) == [("t", 0)]
+    image.apply(2, PartitionRecord("t", 0, (1, 2, 3), (2,), (), (), 2, 6, 8))
+    image.apply(3, PartitionRecord("t", 1, (1, 2, 3), (), (1, 2), (), None, 5, 8))
+    assert list(image.leaderless) == [("t", 1)]
+    assert list(image.copy().leaderless) == [("t", 1)]  # a copy rebuilds it from its partitions
