@@ -20,7 +20,7 @@ from actors.contract import Output
 from controller_quorum.quorum_state import decode_quorum_state
 from controller_quorum.raft_log import RaftLog
 from observability.events import RaftSurvived, ReplicaSurvived
-from storage.partition_log import PartitionLog, partition_dirs
+from storage.partition_log import PartitionLog, partition_dir_files
 
 
 def survivors(node: str, files: Mapping[str, bytes], durable: Mapping[str, bytes]) -> list[Any]:
@@ -30,8 +30,8 @@ def survivors(node: str, files: Mapping[str, bytes], durable: Mapping[str, bytes
     if node.startswith("b"):
         broker = int(node[1:])
         events = []
-        for topic, partition, directory in partition_dirs(files):
-            batches = PartitionLog.recover(directory, files, scratch).batches
+        for topic, partition, directory, dir_files in partition_dir_files(files):
+            batches = PartitionLog.recover(directory, dir_files, scratch).batches
             events.append(ReplicaSurvived(
                 broker, topic, partition, tuple(b.base_offset for b in batches), tuple(b.count for b in batches),
                 tuple(b.leader_epoch for b in batches), tuple(b.crc for b in batches),

@@ -39,7 +39,9 @@ _SCALARS = frozenset({int, str, bytes, float, bool, type(None)})
 def _plain(value: Any) -> Any:
     t = type(value)
     if t in _SCALARS:
-        return value  # the common case, first (a storage hot path)
+        return value  # the common cases first (a storage hot path)
+    if t is tuple or t is list:
+        return [_plain(v) for v in value]
     if t in _FIELD_NAMES or (dataclasses.is_dataclass(value) and not isinstance(value, type)):
         return encode_value(value)
     if isinstance(value, tuple | list):

@@ -27,7 +27,7 @@ from controller_quorum.metadata import PartitionRecord
 from controller_quorum.requests import AlterPartitionResponse, GetReplicaLogInfoRequest, GetReplicaLogInfoResponse
 from observability.events import ReplicaDeleted, ReplicaRecovered
 from storage.codec import pack, unpack
-from storage.partition_log import PartitionLog, partition_dirs, replica_dir
+from storage.partition_log import PartitionLog, partition_dir_files, replica_dir
 
 from .fetch_session import FollowerSession, LeaderSession
 from .messages import (
@@ -116,8 +116,8 @@ class ReplicaManager:
         """Load every replica's log as it survived (a torn tail is cut off) and the HWMs of the
         last checkpoint."""
         hwms = unpack(files[HWM_CHECKPOINT_FILE]) if files.get(HWM_CHECKPOINT_FILE) else {}
-        for topic, partition, directory in partition_dirs(files):
-            log = PartitionLog.recover(directory, files, out, self._segment_bytes(topic))
+        for topic, partition, directory, dir_files in partition_dir_files(files):
+            log = PartitionLog.recover(directory, dir_files, out, self._segment_bytes(topic))
             replica = self._add_replica((topic, partition), PartitionReplica(self.env, topic, partition, log, hwms.get(f"{topic}-{partition}", 0)))
             batches = log.batches
             out.emit(ReplicaRecovered(
