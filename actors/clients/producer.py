@@ -115,6 +115,7 @@ class InFlightBatch:
     # True once an attempt may have been appended: sent and not answered, or answered with an
     # error that does not rule the append out. Decides "fail" or "info" if it never succeeds.
     maybe_written: bool = False
+    order: int = 0  # batches are numbered as they are made: the order of `in_flight`
 
     def __post_init__(self) -> None:
         self.deadline_ms = min(r.deadline_ms for r in self.records)
@@ -184,6 +185,8 @@ class ProducerNode:
         # A lower bound of the delivery deadlines of each partition's queued records (exact after
         # an expiry pass), so that the pass reads only the queues that may hold an expired record.
         self.queue_min_deadline: dict[tuple[str, int], float] = {}
+        self.expiry_heap: list[tuple[float, tuple[str, int]]] = []  # (bound, key): lazily checked
+        self.batches_made = 0
         self.sequences: dict[tuple[str, int], int] = {}
         self.commands: dict[int, CommandProgress] = {}
         self.acked_batches: list[AckedBatch] = []
@@ -287,15 +290,21 @@ class ProducerNode:
             self.metadata_request = None
             self.metadata_broker += 1
             self.metadata_wanted = True
-        for key, b in list(self.in_flight.items()):
+        # Only the partitions whose deadline is due can time out or expire (in_flight's order).
+        due = self._due_keys(now_ms)
+        due_in_flight = sorted((k for k in due if k in self.in_flight), key=lambda k: self.in_flight[k].order)
+        for key in due_in_flight:
+            b = self.in_flight[key]
             if b.retry_at_ms is None and now_ms >= b.sent_ms + REQUEST_TIMEOUT_MS:
                 b.maybe_written = True  # no answer: the request may have been appended
                 self._retry_later(key, b, "REQUEST_TIMED_OUT", now_ms, out, refresh=True)
         self._generate(now_ms, out)
-        self._expire(now_ms, out)
+        self._expire(now_ms, out, due_in_flight)
         if self.metadata_wanted and self.metadata_request is None:
             self._refresh_metadata(now_ms, out)
         self._send_ready(now_ms, out)
+        for key in due:
+            self._schedule(key)  # their heap entries were taken by `_due_keys`
         return self._finish(out)
 
     def _finish(self, out: Output) -> Output:
@@ -372,6 +381,7 @@ class ProducerNode:
         known = self.queue_min_deadline.get(key)
         if known is None or deadline_ms < known:
             self.queue_min_deadline[key] = deadline_ms
+            heapq.heappush(self.expiry_heap, (deadline_ms, key))
         self._schedule(key)
 
     def _drop_in_flight(self, key: tuple[str, int]) -> None:
@@ -418,6 +428,34 @@ class ProducerNode:
                 heapq.heappush(heap, (actual, key))
         return None
 
+    def _due_keys(self, now_ms: float) -> list[tuple[str, int]]:
+        """Take from the heap the partitions whose deadline is due now (their entries are gone:
+        the caller schedules them again); entries found to be early move to the real deadline."""
+        heap, due = self.deadline_heap, []
+        while heap and heap[0][0] <= now_ms:
+            d, key = heapq.heappop(heap)
+            if self.scheduled.get(key) != d:
+                continue  # superseded
+            del self.scheduled[key]
+            actual = self._key_deadline(key)
+            if actual is None:
+                continue
+            if actual > now_ms:
+                self.scheduled[key] = actual
+                heapq.heappush(heap, (actual, key))
+            else:
+                due.append(key)
+        return due
+
+    def _expiry_candidates(self, now_ms: float) -> list[tuple[str, int]]:
+        """The partitions whose queued records may include one past its delivery deadline."""
+        heap, found = self.expiry_heap, {}
+        while heap and heap[0][0] <= now_ms:
+            bound, key = heapq.heappop(heap)
+            if self.queue_min_deadline.get(key) == bound:
+                found[key] = None
+        return sorted(found, key=self.queue_order.__getitem__)
+
     def _queue(self, key: tuple[str, int]) -> deque[PendingRecord]:
         q = self.queues.get(key)
         if q is None:
@@ -447,7 +485,8 @@ class ProducerNode:
             batch = RecordBatch.of(payload, len(records), self.producer_id, seq)
         else:
             batch = RecordBatch.of(payload, len(records), NO_PRODUCER, -1)
-        return InFlightBatch(records, batch, first.acks, retry_at_ms=now_ms)
+        self.batches_made += 1
+        return InFlightBatch(records, batch, first.acks, retry_at_ms=now_ms, order=self.batches_made)
 
     def _send(self, key: tuple[str, int], b: InFlightBatch, now_ms: float, out: Output) -> None:
         leader = self.leaders.get(key, (None, 0))[0]
@@ -498,16 +537,20 @@ class ProducerNode:
         if refresh:
             self.metadata_wanted = True
 
-    def _expire(self, now_ms: float, out: Output) -> None:
-        for key, b in list(self.in_flight.items()):
-            if b.deadline_ms <= now_ms:
+    def _expire(self, now_ms: float, out: Output, due_in_flight: list[tuple[str, int]]) -> None:
+        """Fail what is past its delivery deadline: batches in flight among `due_in_flight` (the
+        partitions whose deadline is due, in in_flight's order), then queued records."""
+        for key in due_in_flight:
+            b = self.in_flight.get(key)
+            if b is not None and b.deadline_ms <= now_ms:
                 self._drop_in_flight(key)
                 awaiting_answer = b.retry_at_ms is None and b.attempts > 0
                 self._failed(key, b.records, b.last_error or "DELIVERY_TIMEOUT", now_ms, out, b.maybe_written or awaiting_answer)
-        for key in self._active_keys():
+        for key in self._expiry_candidates(now_ms):
             q = self.queues[key]
-            if not q or self.queue_min_deadline.get(key, 0.0) > now_ms:
-                continue  # no queued record of this partition is due
+            if not q:
+                del self.queue_min_deadline[key]
+                continue
             expired = [r for r in q if r.deadline_ms <= now_ms]
             if expired:
                 kept = deque(r for r in q if r.deadline_ms > now_ms)
@@ -516,8 +559,11 @@ class ProducerNode:
                 self._failed(key, expired, "DELIVERY_TIMEOUT", now_ms, out, False)
                 q = kept
             if q:
-                self.queue_min_deadline[key] = min(r.deadline_ms for r in q)
+                bound = self.queue_min_deadline[key] = min(r.deadline_ms for r in q)
+                heapq.heappush(self.expiry_heap, (bound, key))
                 self._schedule(key)
+            else:
+                del self.queue_min_deadline[key]
 
     def abandon(self, now_ms: float) -> Output:
         """A local call at the end of a run: no more records; every record still pending gets its
