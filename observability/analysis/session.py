@@ -1,0 +1,84 @@
+"""The Spark session `kraftlab analyze` runs its jobs in: plain PySpark (`local`) or Spark on Ray
+through RayDP (`raydp`).
+
+Sized for small machines on purpose: one core (`local[1]`, or one executor with one core: two
+executor cores on a 2-core machine hang RayDP) and few shuffle partitions (the histories of one
+run are small; the default 200 partitions would cost more in scheduling than the jobs themselves).
+Spark's own log4j output goes to a file (`spark.log` in the output directory), so that no JVM
+warning or Java stack trace reaches the console.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from .errors import AnalysisInputError
+
+ENGINES = ("raydp", "local")
+SHUFFLE_PARTITIONS = 4
+APP_NAME = "kraftlab-analyze"
+
+_LOG4J2 = """\
+rootLogger.level = warn
+rootLogger.appenderRef.file.ref = file
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {log_file}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n
+"""
+
+
+def _log_config(log_dir: Path) -> Path:
+    """A log4j2 configuration sending everything at WARN and above to `log_dir/spark.log`."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    config = log_dir / "log4j2.properties"
+    config.write_text(_LOG4J2.format(log_file=(log_dir / "spark.log").resolve()))
+    return config
+
+
+def _common_conf(log_dir: Path) -> dict[str, str]:
+    java_opts = f"-Dlog4j2.configurationFile=file:{_log_config(log_dir).resolve()}"
+    return {
+        "spark.sql.shuffle.partitions": str(SHUFFLE_PARTITIONS),
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.extraJavaOptions": java_opts,
+        "spark.executor.extraJavaOptions": java_opts,
+        # Identical results on both engines: the session time zone must not depend on the host.
+        "spark.sql.session.timeZone": "UTC",
+    }
+
+
+def _python_for_workers() -> None:
+    # Python workers must run this interpreter (the venv's), not whatever `python3` is on PATH.
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+
+
+def start_local(log_dir: Path):
+    """Plain PySpark on one local core."""
+    from pyspark.sql import SparkSession
+
+    _python_for_workers()
+    builder = SparkSession.builder.master("local[1]").appName(APP_NAME)
+    for key, value in _common_conf(Path(log_dir)).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def start_session(engine: str, log_dir: Path, address: str | None = None):
+    """The session for `engine`; `address` (raydp only) names the Ray cluster to join."""
+    if engine == "local":
+        return start_local(log_dir)
+    if engine == "raydp":
+        raise AnalysisInputError("--engine raydp is not available yet in this build: use --engine local")
+    raise AnalysisInputError(f"--engine {engine}: expected one of {', '.join(ENGINES)}")
+
+
+def stop_session(spark, engine: str) -> None:
+    spark.stop()
