@@ -37,17 +37,38 @@ def event_files(run_dir: Path) -> list[Path]:
     return files
 
 
+# The columns the checks read; the files have about a hundred (every kind's), and caching only
+# these keeps the cache, and every scan of it, small.
+COLUMNS = ("time_ms", "node", "incarnation", "node_seq", "kind", "producer", "sequence", "topic", "partition",
+           "acks", "outcome", "offset", "latency_ms", "consumer", "poll", "broker", "complete")
+
+
 def load_history(spark, run_dir: Path):
-    """Every row of the run's history (the contract's columns), as one DataFrame, cached: every
-    check reads it again."""
+    """Every row of the run's history (the columns the checks read), as one DataFrame, cached:
+    every check reads it again."""
     from py4j.protocol import Py4JError
     from pyspark.errors import PySparkException
 
     files = event_files(run_dir)
     try:
-        df = spark.read.parquet(*[str(p) for p in files]).cache()
+        df = spark.read.parquet(*[str(p) for p in files]).select(*COLUMNS).cache()
         df.count()  # read every file now, so that a bad page fails here, named, not in a check
     except (PySparkException, Py4JError) as exc:
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise AnalysisInputError(f"{Path(run_dir) / 'events'}: Spark could not read the history ({first_line})") from None
+        raise AnalysisInputError(f"{Path(run_dir) / 'events'}: Spark could not read the history ({_java_reason(exc)})") from None
     return df
+
+
+def _java_reason(exc: Exception) -> str:
+    """One line saying why, without the Java stack trace: the message in the JVM's chain of
+    causes that names a file (Spark says which file it was reading), else the innermost one."""
+    lines: list[str] = []
+    cause = getattr(exc, "java_exception", None)
+    while cause is not None and len(lines) < 20:
+        text = str(cause.toString()).strip()
+        if text:
+            lines.append(text.splitlines()[0])
+        cause = cause.getCause()
+    if not lines:
+        text = str(exc).strip()
+        return text.splitlines()[0] if text else type(exc).__name__
+    return next((line for line in lines if ".parquet" in line), lines[-1])

@@ -9,6 +9,7 @@ import pytest
 
 from observability.analysis.analyze import analyze_run
 from observability.analysis.anomalies import NAMES
+from observability.events import ConsumerDone
 
 from .histories import LOAD_CONSUMER, STEP_CONSUMER, History, clean, produced
 
@@ -139,24 +140,28 @@ def test_unseen_is_not_checked_unless_the_consumers_ran_to_the_end(spark, tmp_pa
 
 
 def test_a_node_seq_gap_makes_the_verdict_unknown(spark, tmp_path):
-    h = clean().add(LOAD_CONSUMER, ConsumerDoneLater(), skip_seq=3)
+    # Three rows of the load consumer never reached the history before its last one.
+    h = clean().add(LOAD_CONSUMER, ConsumerDone(LOAD_CONSUMER, True), skip_seq=3)
     checks = analyze(spark, h, tmp_path)
     assert checks["valid"] == "unknown"
     assert f"node_seq gap: node {LOAD_CONSUMER} incarnation 0" in checks["reason"]
     assert counts(checks) == only("lost-write", 0)  # the anomalies are still counted
 
 
-def ConsumerDoneLater():  # noqa: N802 - reads as the event it makes
-    from observability.events import ConsumerDone
-    return ConsumerDone(LOAD_CONSUMER, True)
-
-
 def test_no_final_read_makes_the_verdict_unknown_not_invalid(spark, tmp_path):
     h = produced().consume(LOAD_CONSUMER, 0, range(5)).consumer_done()
     checks = analyze(spark, h, tmp_path)
     assert checks["valid"] == "unknown"
-    assert "no final_read rows" in checks["reason"]
+    assert "no final read although records were produced" in checks["reason"]
     # Every acknowledged record looks lost without a final read: counted, but no verdict.
+    assert checks["anomalies"]["lost-write"]["count"] == 5
+
+
+def test_a_completed_final_read_of_an_empty_log_is_an_answer(spark, tmp_path):
+    # Every acknowledged record was wiped: the final read completed and found nothing.
+    h = produced().final_done(hwm=0)
+    checks = analyze(spark, h, tmp_path)
+    assert checks["valid"] is False and "reason" not in checks
     assert checks["anomalies"]["lost-write"]["count"] == 5
 
 
