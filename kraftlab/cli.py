@@ -153,13 +153,19 @@ def analyze(run_dir: Path, out_dir: Path | None, engine: str, address: str | Non
     from observability.analysis.analyze import analyze_run
     from observability.analysis.errors import AnalysisInputError
 
+    out_dir = out_dir if out_dir is not None else run_dir / "analysis"
     try:
         with out.status(f"analyzing with Spark ({engine})…"):
-            checks, timings = analyze_run(run_dir, out_dir, engine=engine, address=address)
+            if engine == "raydp":
+                from kraftlab.spark_on_ray import analyze_on_ray
+
+                checks, timings = analyze_on_ray(run_dir, out_dir, address)
+            else:
+                checks, timings = analyze_run(run_dir, out_dir, engine=engine)
     except AnalysisInputError as exc:
         _input_error(str(exc))
         return
-    _print_checks(checks, timings, (out_dir or run_dir / "analysis") / "checks.json")
+    _print_checks(checks, timings, out_dir / "checks.json")
     # As `kraftlab run`: 0 when the history checked out; 1 when it did not, or could not be
     # decided ("unknown": an incomplete history is no pass); 2 (above) for bad input.
     sys.exit(0 if checks["valid"] is True else 1)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from .errors import AnalysisInputError
@@ -39,9 +41,13 @@ def _log_config(log_dir: Path) -> Path:
     return config
 
 
-def _common_conf(log_dir: Path) -> dict[str, str]:
+def spark_conf(log_dir: Path) -> dict[str, str]:
+    """The settings both engines share (sizes, logs to a file, UTC)."""
     java_opts = f"-Dlog4j2.configurationFile=file:{_log_config(log_dir).resolve()}"
+    log4j = f"file:{_log_config(log_dir).resolve()}"
     return {
+        # RayDP sets the driver's log4j file itself, from this key (it would win over ours).
+        "spark.log4j.config.file.name": log4j,
         "spark.sql.shuffle.partitions": str(SHUFFLE_PARTITIONS),
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
@@ -52,7 +58,30 @@ def _common_conf(log_dir: Path) -> dict[str, str]:
     }
 
 
-def _python_for_workers() -> None:
+@contextmanager
+def console_to_file(log_dir: Path) -> Iterator[None]:
+    """Point this process's stdout and stderr (the file descriptors, which the JVMs started now
+    inherit for life) at `log_dir/spark-console.log` while they start. RayDP launches its own JVMs
+    (the app master, with Ray's native client logging to stderr), which no log4j setting reaches."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with open(log_dir / "spark-console.log", "ab") as log:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+
+
+def python_for_workers() -> None:
     # Python workers must run this interpreter (the venv's), not whatever `python3` is on PATH.
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
@@ -62,11 +91,12 @@ def start_local(log_dir: Path):
     """Plain PySpark on one local core."""
     from pyspark.sql import SparkSession
 
-    _python_for_workers()
+    python_for_workers()
     builder = SparkSession.builder.master("local[1]").appName(APP_NAME)
-    for key, value in _common_conf(Path(log_dir)).items():
+    for key, value in spark_conf(Path(log_dir)).items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    with console_to_file(Path(log_dir)):
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
@@ -76,7 +106,9 @@ def start_session(engine: str, log_dir: Path, address: str | None = None):
     if engine == "local":
         return start_local(log_dir)
     if engine == "raydp":
-        raise AnalysisInputError("--engine raydp is not available yet in this build: use --engine local")
+        # Joining Ray goes through actors/runtime/ray/adapter.py, which this layer must not
+        # import: kraftlab/spark_on_ray.py starts that engine and hands the session in.
+        raise AnalysisInputError("--engine raydp: start it with kraftlab.spark_on_ray (the CLI does)")
     raise AnalysisInputError(f"--engine {engine}: expected one of {', '.join(ENGINES)}")
 
 

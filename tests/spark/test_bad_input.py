@@ -18,9 +18,9 @@ from .histories import clean
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def analyze_cli(run_dir: Path, *args: str) -> subprocess.CompletedProcess:
+def analyze_cli(run_dir: Path, *args: str, engine: str = "local") -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "kraftlab.cli", "analyze", str(run_dir), "--engine", "local", *args],
+    return subprocess.run([sys.executable, "-m", "kraftlab.cli", "analyze", str(run_dir), "--engine", engine, *args],
                           capture_output=True, text=True, env=env, timeout=300)
 
 
