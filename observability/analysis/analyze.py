@@ -9,10 +9,10 @@ from typing import Any
 from .checks import compute_checks
 from .loading import event_files, load_history
 from .output import write_json_atomically
-from .session import start_session, stop_session
+from .session import start_local
 
 
-def analyze_run(run_dir: Path, out_dir: Path | None = None, engine: str = "local", address: str | None = None,
+def analyze_run(run_dir: Path, out_dir: Path | None = None, engine: str = "local",
                 spark=None) -> tuple[dict[str, Any], dict[str, float]]:
     """Write `out_dir/checks.json` (default RUN_DIR/analysis) and return it with timings (s).
     `spark`: a session to use (tests share one); otherwise one is started and stopped here."""
@@ -23,7 +23,10 @@ def analyze_run(run_dir: Path, out_dir: Path | None = None, engine: str = "local
     started = time.perf_counter()
     own = spark is None
     if own:
-        spark = start_session(engine, out_dir)
+        # Only the local engine starts here; a RayDP session comes in as `spark` (kraftlab/spark_on_ray.py).
+        if engine != "local":
+            raise ValueError(f"engine {engine!r}: pass its Spark session as `spark`")
+        spark = start_local(out_dir)
     timings["spark_start_s"] = time.perf_counter() - started
     try:
         history = load_history(spark, run_dir)
@@ -31,7 +34,7 @@ def analyze_run(run_dir: Path, out_dir: Path | None = None, engine: str = "local
         history.unpersist()
     finally:
         if own:
-            stop_session(spark, engine)
+            spark.stop()
     write_json_atomically(out_dir / "checks.json", checks)
     timings["total_s"] = time.perf_counter() - started
     return checks, timings

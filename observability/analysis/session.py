@@ -1,5 +1,6 @@
-"""The Spark session `kraftlab analyze` runs its jobs in: plain PySpark (`local`) or Spark on Ray
-through RayDP (`raydp`).
+"""The Spark session `kraftlab analyze` runs its jobs in: plain PySpark (`local`, here) or Spark on
+Ray through RayDP (`raydp`, started by kraftlab/spark_on_ray.py with the settings defined here:
+joining Ray goes through actors/runtime/ray/adapter.py, which this layer must not import).
 
 Sized for small machines on purpose: one core (`local[1]`, or one executor with one core: two
 executor cores on a 2-core machine hang RayDP) and few shuffle partitions (the histories of one
@@ -16,9 +17,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .errors import AnalysisInputError
-
-ENGINES = ("raydp", "local")
 SHUFFLE_PARTITIONS = 4
 APP_NAME = "kraftlab-analyze"
 
@@ -99,18 +97,3 @@ def start_local(log_dir: Path):
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
-
-
-def start_session(engine: str, log_dir: Path, address: str | None = None):
-    """The session for `engine`; `address` (raydp only) names the Ray cluster to join."""
-    if engine == "local":
-        return start_local(log_dir)
-    if engine == "raydp":
-        # Joining Ray goes through actors/runtime/ray/adapter.py, which this layer must not
-        # import: kraftlab/spark_on_ray.py starts that engine and hands the session in.
-        raise AnalysisInputError("--engine raydp: start it with kraftlab.spark_on_ray (the CLI does)")
-    raise AnalysisInputError(f"--engine {engine}: expected one of {', '.join(ENGINES)}")
-
-
-def stop_session(spark, engine: str) -> None:
-    spark.stop()
