@@ -13,7 +13,7 @@ import pytest
 from kraftlab.runner import run_scenario
 from workloads.scenario.loading import load_scenario
 
-from .test_bad_input import analyze_cli
+from .test_cli import analyze_cli
 
 
 @pytest.mark.ray

@@ -1,5 +1,5 @@
-"""Bad input to `kraftlab analyze`: exit code 2 and a message naming the path and what was
-expected; nothing written; never a Java stack trace on the console."""
+"""`kraftlab analyze` as a command. Bad input: exit code 2 and a message naming the path and what was
+expected; nothing written; never a Java stack trace on the console. A valid history: exit 0."""
 
 from __future__ import annotations
 
@@ -73,3 +73,13 @@ def test_a_corrupt_page_that_spark_finds_is_named_too(spark, tmp_path):
     with pytest.raises(AnalysisInputError, match="Spark could not read the history") as caught:
         load_history(spark, run_dir)
     assert str(run_dir / "events") in str(caught.value)
+
+
+def test_a_valid_history_exits_0_with_checks_in_the_run_directory_and_a_quiet_console(tmp_path):
+    run_dir = clean().write(tmp_path / "run")
+    result = analyze_cli(run_dir)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "history: valid" in result.stdout
+    assert result.stderr == "" and "WARN" not in result.stdout
+    assert (run_dir / "analysis" / "checks.json").is_file()
+    assert not [p for p in (run_dir / "analysis").iterdir() if p.name.endswith(".partial")]
