@@ -122,7 +122,7 @@ def nonmonotonic_poll(follows: DataFrame) -> Anomaly:
     one offset again)."""
     bad = follows.where(F.col("offset") <= F.col("previous"))
     df = bad.groupBy("consumer", "topic", "partition", "poll").agg(
-        F.min(F.struct("offset", "previous")).alias("first")).select("consumer", "topic", "partition", "poll", "first.*")
+        F.min(F.struct("offset", "previous", *IDENTITY)).alias("first")).select("consumer", "topic", "partition", "poll", "first.*")
     return _anomaly(df, ["consumer", "topic", "partition", "poll"])
 
 
@@ -135,8 +135,9 @@ def poll_skip(follows: DataFrame, views: HistoryViews) -> Anomaly:
     skipped = jumps.join(committed, (F.col("j.topic") == F.col("f.topic")) & (F.col("j.partition") == F.col("f.partition"))
                          & (F.col("f.skipped") > F.col("j.previous")) & (F.col("f.skipped") < F.col("j.offset")))
     df = (skipped.groupBy("j.consumer", "j.topic", "j.partition", "j.poll")
-          .agg(F.min("j.offset").alias("offset"), F.min("j.previous").alias("previous"),
-               F.count("f.skipped").alias("skipped")))
+          .agg(F.min(F.struct("j.offset", "j.previous", "j.producer", "j.sequence")).alias("first"),
+               F.countDistinct("f.skipped").alias("skipped"))
+          .select("consumer", "topic", "partition", "poll", "first.*", "skipped"))
     return _anomaly(df, ["consumer", "topic", "partition", "poll"])
 
 

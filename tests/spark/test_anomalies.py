@@ -96,7 +96,8 @@ def test_nonmonotonic_poll(spark, tmp_path):
     checks = analyze(spark, h, tmp_path)
     assert counts(checks) == only("nonmonotonic-poll", 1)
     assert checks["anomalies"]["nonmonotonic-poll"]["examples"] == [
-        {"consumer": LOAD_CONSUMER, "topic": "t", "partition": 0, "poll": 2, "offset": 2, "previous": 4}]
+        {"consumer": LOAD_CONSUMER, "topic": "t", "partition": 0, "poll": 2, "offset": 2, "previous": 4,
+         "producer": "p1", "sequence": 2}]
 
 
 def test_poll_skip(spark, tmp_path):
@@ -107,7 +108,8 @@ def test_poll_skip(spark, tmp_path):
     checks = analyze(spark, h, tmp_path)
     assert counts(checks) == only("poll-skip", 1)
     assert checks["anomalies"]["poll-skip"]["examples"] == [
-        {"consumer": LOAD_CONSUMER, "topic": "t", "partition": 0, "poll": 1, "offset": 3, "previous": 1, "skipped": 1}]
+        {"consumer": LOAD_CONSUMER, "topic": "t", "partition": 0, "poll": 1, "offset": 3, "previous": 1,
+         "producer": "p1", "sequence": 3, "skipped": 1}]
 
 
 def test_a_step_consumer_reading_again_from_an_earlier_offset_is_no_poll_anomaly(spark, tmp_path):
