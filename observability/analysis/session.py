@@ -41,8 +41,8 @@ def _log_config(log_dir: Path) -> Path:
 
 def spark_conf(log_dir: Path) -> dict[str, str]:
     """The settings both engines share (sizes, logs to a file, UTC)."""
-    java_opts = f"-Dlog4j2.configurationFile=file:{_log_config(log_dir).resolve()}"
     log4j = f"file:{_log_config(log_dir).resolve()}"
+    java_opts = f"-Dlog4j2.configurationFile={log4j}"
     return {
         # RayDP sets the driver's log4j file itself, from this key (it would win over ours).
         "spark.log4j.config.file.name": log4j,
