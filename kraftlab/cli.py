@@ -143,6 +143,51 @@ def demo(runtime: str, address: str | None, out_dir: Path | None) -> None:
 
 
 @main.command()
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None, help="Output folder (default RUN_DIR/analysis).")
+@click.option("--engine", type=click.Choice(["raydp", "local"]), default="raydp", show_default=True, help="raydp: Spark on Ray (embedded local Ray, or --address); local: plain PySpark on one core.")
+@click.option("--address", default=None, help="Ray cluster to join (engine raydp); default RAY_ADDRESS, else an embedded local Ray.")
+def analyze(run_dir: Path, out_dir: Path | None, engine: str, address: str | None) -> None:
+    """Check RUN_DIR's event history with Spark; write checks.json (contract.md, "analysis/")."""
+    # Imported here: Spark's modules are heavy and no other command needs them.
+    from observability.analysis.analyze import analyze_run
+    from observability.analysis.errors import AnalysisInputError
+
+    out_dir = out_dir if out_dir is not None else run_dir / "analysis"
+    try:
+        with out.status(f"analyzing with Spark ({engine})…"):
+            if engine == "raydp":
+                from kraftlab.spark_on_ray import analyze_on_ray
+
+                checks, timings = analyze_on_ray(run_dir, out_dir, address)
+            else:
+                checks, timings = analyze_run(run_dir, out_dir, engine=engine)
+    except AnalysisInputError as exc:
+        _input_error(str(exc))
+        return
+    _print_checks(checks, timings, out_dir / "checks.json")
+    # As `kraftlab run`: 0 when the history checked out; 1 when it did not, or could not be
+    # decided ("unknown": an incomplete history is no pass); 2 (above) for bad input.
+    sys.exit(0 if checks["valid"] is True else 1)
+
+
+def _print_checks(checks: dict, timings: dict[str, float], path: Path) -> None:
+    valid = checks["valid"]
+    shown = {True: "[green]valid[/]", False: "[red]INVALID[/]"}.get(valid, "[yellow]unknown[/]")
+    out.print(f"history: {shown}  events={checks['events']:,}  engine={checks['engine']}", highlight=False)
+    if "reason" in checks:
+        out.print(f"  why unknown: {checks['reason']}", highlight=False)
+    table = Table("anomaly", "count", "first example")
+    for name, a in checks["anomalies"].items():
+        example = json.dumps(a["examples"][0]) if a["examples"] else ""
+        table.add_row(name, f"[red]{a['count']:,}[/]" if a["count"] else "0", example)
+    out.print(table)
+    for name, inv in checks["invariants"].items():
+        out.print(f"[red]invariant[/] {name}: {inv['count']:,} ({checks['stats']['invariants_source']})", highlight=False)
+    out.print(f"Spark start {timings['spark_start_s']:.1f} s, total {timings['total_s']:.1f} s; checks: {path}", highlight=False)
+
+
+@main.command()
 def schema() -> None:
     """Print the JSON Schema of scenario files (for editors)."""
     click.echo(json.dumps(Scenario.model_json_schema(by_alias=True), indent=2))

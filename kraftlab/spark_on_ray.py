@@ -1,0 +1,65 @@
+"""The `raydp` engine of `kraftlab analyze`: Spark executors as Ray actors (RayDP's
+`init_spark`) on an embedded local Ray, or on the cluster named by `--address`/RAY_ADDRESS.
+
+It lives here, at the top layer, because joining Ray goes through the one module allowed to touch
+Ray (actors/runtime/ray/adapter.py), which observability/ must not import. Sizes as the issue
+verified them on 2 cores: one executor with one core (two hang), 2 GB (1 GB overflowed the stack).
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from pathlib import Path
+
+from actors.runtime.ray import adapter
+from observability.analysis.session import APP_NAME, console_to_file, python_for_workers, spark_conf
+
+EXECUTORS = 1
+EXECUTOR_CORES = 1
+EXECUTOR_MEMORY = "2GB"
+
+
+def start(log_dir: Path, address: str | None = None):
+    """A Spark session on Ray; `stop` ends it (and the embedded Ray it started)."""
+    import raydp
+
+    python_for_workers()
+    adapter.connect(address)
+    # RayDP 1.6.5 reaches for Ray's deprecated `ray.worker.global_worker`: Ray warns on every use.
+    # The behaviour was verified with the pinned versions (pyproject.toml); the warning says nothing
+    # to a user of `kraftlab analyze`.
+    with warnings.catch_warnings(), console_to_file(Path(log_dir)):
+        warnings.simplefilter("ignore")
+        logging.getLogger("ray").setLevel(logging.ERROR)
+        spark = raydp.init_spark(APP_NAME, num_executors=EXECUTORS, executor_cores=EXECUTOR_CORES,
+                                 executor_memory=EXECUTOR_MEMORY, configs=spark_conf(Path(log_dir)))
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def stop() -> None:
+    import raydp
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        raydp.stop_spark()
+    adapter.shutdown()
+
+
+def analyze_on_ray(run_dir: Path, out_dir: Path, address: str | None = None):
+    """`analyze_run` on a RayDP session started (and stopped) here; the start is timed apart."""
+    import time
+
+    from observability.analysis.analyze import analyze_run
+    from observability.analysis.loading import event_files
+
+    event_files(run_dir)  # bad input fails before Ray or Spark start
+    started = time.perf_counter()
+    spark = start(out_dir, address)
+    start_s = time.perf_counter() - started
+    try:
+        checks, timings = analyze_run(run_dir, out_dir, engine="raydp", spark=spark)
+    finally:
+        stop()
+    return checks, {"spark_start_s": start_s, "total_s": time.perf_counter() - started}

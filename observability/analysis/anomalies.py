@@ -1,0 +1,182 @@
+"""The contract's history anomalies (contract.md, "`analysis/`"), one DataFrame job each.
+
+Every check reads record identities, (`producer`, `sequence`), out of four kinds of rows:
+`produce_ack` (outcomes), `consume` (what consumers read), `final_read` (the committed log at the
+end) and `consumer_done` (whether load consumers caught up at the end). Set differences are left
+anti joins on the identity, and the group checks are single aggregations: shallow plans, which
+matter on RayDP (a deep lost-write plan overflowed a 1 GB executor's stack there).
+
+Counts are of distinct records (of distinct offsets for `inconsistent-offsets`, of polls for the
+two poll anomalies), as the contract defines them; each check also returns up to `EXAMPLES`
+examples, in a fixed order so that both engines give the same file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+EXAMPLES = 5
+NAMES = ("lost-write", "duplicate", "inconsistent-offsets", "uncommitted-read", "nonmonotonic-poll", "poll-skip", "unseen")
+IDENTITY = ["producer", "sequence"]
+
+
+@dataclass
+class Anomaly:
+    count: int
+    examples: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"count": self.count, "examples": self.examples}
+
+
+@dataclass
+class HistoryViews:
+    """The rows the checks read, each selected once from the history."""
+
+    acks: DataFrame  # produce_ack: producer, sequence, topic, partition, acks, outcome, offset, latency_ms
+    consumes: DataFrame  # consume: consumer, poll, topic, partition, offset, producer, sequence, incarnation, node_seq
+    final: DataFrame  # final_read: topic, partition, offset, producer, sequence (distinct: replicas repeat rows)
+
+    @classmethod
+    def of(cls, history: DataFrame) -> HistoryViews:
+        acks = history.where(F.col("kind") == "produce_ack").select(
+            "producer", "sequence", "topic", "partition", "acks", "outcome", "offset", "latency_ms")
+        consumes = history.where(F.col("kind") == "consume").select(
+            "consumer", "poll", "topic", "partition", "offset", "producer", "sequence", "incarnation", "node_seq")
+        final = history.where(F.col("kind") == "final_read").select(
+            "topic", "partition", "offset", "producer", "sequence").distinct()
+        return cls(acks, consumes, final)
+
+
+def _examples(df: DataFrame, order: list[str]) -> list[dict[str, Any]]:
+    return [row.asDict(recursive=True) for row in df.orderBy(*order).limit(EXAMPLES).collect()]
+
+
+def _anomaly(df: DataFrame, order: list[str]) -> Anomaly:
+    return Anomaly(df.count(), _examples(df, order))
+
+
+def acked_ok(views: HistoryViews) -> DataFrame:
+    # One produce_ack per record is the history's promise; distinct keeps a repeat from counting twice.
+    return views.acks.where(F.col("outcome") == "ok").select(
+        "producer", "sequence", "topic", "partition", "offset", "acks").dropDuplicates(IDENTITY)
+
+
+def lost_writes(views: HistoryViews) -> DataFrame:
+    """Acknowledged ok, absent from the final read (any acks setting; `acks` says which)."""
+    return acked_ok(views).join(views.final.select(*IDENTITY), IDENTITY, "left_anti")
+
+
+def lost_write(views: HistoryViews) -> Anomaly:
+    return _anomaly(lost_writes(views), IDENTITY)
+
+
+def duplicate(views: HistoryViews) -> Anomaly:
+    """One record at two (or more) offsets of the final read."""
+    df = (views.final.groupBy(*IDENTITY)
+          .agg(F.countDistinct("topic", "partition", "offset").alias("n"),
+               F.sort_array(F.collect_set(F.struct("topic", "partition", "offset"))).alias("at"))
+          .where(F.col("n") > 1).drop("n"))
+    return _anomaly(df, IDENTITY)
+
+
+def inconsistent_offsets(views: HistoryViews) -> Anomaly:
+    """One (topic, partition, offset) holding different records across every read: consumers'
+    and the final read's."""
+    reads = views.consumes.select("topic", "partition", "offset", *IDENTITY).unionByName(views.final)
+    df = (reads.groupBy("topic", "partition", "offset")
+          .agg(F.countDistinct(*IDENTITY).alias("n"),
+               F.sort_array(F.collect_set(F.struct(*IDENTITY))).alias("records"))
+          .where(F.col("n") > 1).drop("n"))
+    return _anomaly(df, ["topic", "partition", "offset"])
+
+
+def uncommitted_read(views: HistoryViews) -> Anomaly:
+    """A record a consumer read that the final read does not hold (first read offset shown)."""
+    read = views.consumes.groupBy(*IDENTITY).agg(F.min(F.struct("topic", "partition", "offset", "consumer")).alias("r"))
+    df = read.join(views.final.select(*IDENTITY), IDENTITY, "left_anti").select(*IDENTITY, "r.*")
+    return _anomaly(df, IDENTITY)
+
+
+def following_reads(views: HistoryViews, history: DataFrame) -> DataFrame:
+    """Consume rows of the consumers that followed their partitions from offset 0 to the end of
+    the run (load consumers: those with a `consumer_done` row), each with the offset its consumer
+    read before in that partition (`previous`, -1 for the first).
+
+    Why only those: the step consumer (`consume` steps) runs separate commands, each from its own
+    `from_offset` (reading a partition again from 0 is what a step asks for), and the history does
+    not say which command a poll served; its polls have no order to break."""
+    followers = history.where(F.col("kind") == "consumer_done").select("consumer").distinct()
+    reads = views.consumes.join(followers, "consumer", "left_semi")
+    # Rows in the order the consumer emitted them: its (incarnation, node_seq).
+    order = Window.partitionBy("consumer", "topic", "partition").orderBy("incarnation", "node_seq")
+    return reads.withColumn("previous", F.coalesce(F.lag("offset").over(order), F.lit(-1)))
+
+
+def nonmonotonic_poll(follows: DataFrame) -> Anomaly:
+    """Polls in which a consumer's offset in a partition did not move forward (went back, or read
+    one offset again)."""
+    bad = follows.where(F.col("offset") <= F.col("previous"))
+    df = bad.groupBy("consumer", "topic", "partition", "poll").agg(
+        F.min(F.struct("offset", "previous", *IDENTITY)).alias("first")).select("consumer", "topic", "partition", "poll", "first.*")
+    return _anomaly(df, ["consumer", "topic", "partition", "poll"])
+
+
+def poll_skip(follows: DataFrame, views: HistoryViews) -> Anomaly:
+    """Polls in which a consumer jumped over offsets that the final read holds: an offset strictly
+    between the one read before and the one read now."""
+    jumps = follows.where(F.col("offset") > F.col("previous") + 1).alias("j")
+    committed = views.final.select("topic", "partition", F.col("offset").alias("skipped")).distinct().alias("f")
+    # A range join, but only on the rows that jumped (few): no full cross product.
+    skipped = jumps.join(committed, (F.col("j.topic") == F.col("f.topic")) & (F.col("j.partition") == F.col("f.partition"))
+                         & (F.col("f.skipped") > F.col("j.previous")) & (F.col("f.skipped") < F.col("j.offset")))
+    df = (skipped.groupBy("j.consumer", "j.topic", "j.partition", "j.poll")
+          .agg(F.min(F.struct("j.offset", "j.previous", "j.producer", "j.sequence")).alias("first"),
+               F.countDistinct("f.skipped").alias("skipped"))
+          .select("consumer", "topic", "partition", "poll", "first.*", "skipped"))
+    return _anomaly(df, ["consumer", "topic", "partition", "poll"])
+
+
+def consumers_ran_to_the_end(history: DataFrame) -> tuple[bool, str]:
+    """Whether `unseen` can be checked: some load consumer ran, and every one said at the end of
+    the run (`consumer_done`) that it had read every partition up to the committed end. Without
+    it, a record nobody consumed may just be one nobody was there to read."""
+    done = history.where(F.col("kind") == "consumer_done").agg(
+        F.count(F.lit(1)).alias("n"), F.sum(F.when(F.col("complete"), 0).otherwise(1)).alias("incomplete")).first()
+    if done["n"] == 0:
+        return False, "no load consumer followed the run to its end (no consumer_done row)"
+    if done["incomplete"]:
+        return False, f"{done['incomplete']} of {done['n']} load consumers did not catch up at the end (consumer_done complete=false)"
+    return True, "every load consumer caught up with the committed log at the end"
+
+
+def unseen(views: HistoryViews, checked: bool) -> Anomaly:
+    """Acknowledged ok and in the final read, never consumed; 0 unless the consumers ran to the
+    end (`consumers_ran_to_the_end`)."""
+    if not checked:
+        return Anomaly(0, [])
+    kept = acked_ok(views).join(views.final.select(*IDENTITY), IDENTITY, "left_semi")
+    df = kept.join(views.consumes.select(*IDENTITY), IDENTITY, "left_anti").drop("acks")
+    return _anomaly(df, IDENTITY)
+
+
+def find_anomalies(history: DataFrame, views: HistoryViews) -> tuple[dict[str, Anomaly], dict[str, Any]]:
+    """Every anomaly of the contract, by name (all present), and how `unseen` was decided."""
+    follows = following_reads(views, history).cache()
+    checked, why = consumers_ran_to_the_end(history)
+    found = {
+        "lost-write": lost_write(views),
+        "duplicate": duplicate(views),
+        "inconsistent-offsets": inconsistent_offsets(views),
+        "uncommitted-read": uncommitted_read(views),
+        "nonmonotonic-poll": nonmonotonic_poll(follows),
+        "poll-skip": poll_skip(follows, views),
+        "unseen": unseen(views, checked),
+    }
+    follows.unpersist()
+    assert tuple(found) == NAMES
+    return found, {"checked": checked, "reason": why}

@@ -1,0 +1,99 @@
+"""The Spark session `kraftlab analyze` runs its jobs in: plain PySpark (`local`, here) or Spark on
+Ray through RayDP (`raydp`, started by kraftlab/spark_on_ray.py with the settings defined here:
+joining Ray goes through actors/runtime/ray/adapter.py, which this layer must not import).
+
+Sized for small machines on purpose: one core (`local[1]`, or one executor with one core: two
+executor cores on a 2-core machine hang RayDP) and few shuffle partitions (the histories of one
+run are small; the default 200 partitions would cost more in scheduling than the jobs themselves).
+Spark's own log4j output goes to a file (`spark.log` in the output directory), so that no JVM
+warning or Java stack trace reaches the console.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+SHUFFLE_PARTITIONS = 4
+APP_NAME = "kraftlab-analyze"
+
+_LOG4J2 = """\
+rootLogger.level = warn
+rootLogger.appenderRef.file.ref = file
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {log_file}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n
+"""
+
+
+def _log_config(log_dir: Path) -> Path:
+    """A log4j2 configuration sending everything at WARN and above to `log_dir/spark.log`."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    config = log_dir / "log4j2.properties"
+    config.write_text(_LOG4J2.format(log_file=(log_dir / "spark.log").resolve()))
+    return config
+
+
+def spark_conf(log_dir: Path) -> dict[str, str]:
+    """The settings both engines share (sizes, logs to a file, UTC)."""
+    log4j = f"file:{_log_config(log_dir).resolve()}"
+    java_opts = f"-Dlog4j2.configurationFile={log4j}"
+    return {
+        # RayDP sets the driver's log4j file itself, from this key (it would win over ours).
+        "spark.log4j.config.file.name": log4j,
+        "spark.sql.shuffle.partitions": str(SHUFFLE_PARTITIONS),
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.extraJavaOptions": java_opts,
+        "spark.executor.extraJavaOptions": java_opts,
+        # Identical results on both engines: the session time zone must not depend on the host.
+        "spark.sql.session.timeZone": "UTC",
+    }
+
+
+@contextmanager
+def console_to_file(log_dir: Path) -> Iterator[None]:
+    """Point this process's stdout and stderr (the file descriptors, which the JVMs started now
+    inherit for life) at `log_dir/spark-console.log` while they start. RayDP launches its own JVMs
+    (the app master, with Ray's native client logging to stderr), which no log4j setting reaches."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with open(log_dir / "spark-console.log", "ab") as log:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+
+
+def python_for_workers() -> None:
+    # Python workers must run this interpreter (the venv's), not whatever `python3` is on PATH.
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+
+
+def start_local(log_dir: Path):
+    """Plain PySpark on one local core."""
+    from pyspark.sql import SparkSession
+
+    python_for_workers()
+    builder = SparkSession.builder.master("local[1]").appName(APP_NAME)
+    for key, value in spark_conf(Path(log_dir)).items():
+        builder = builder.config(key, value)
+    with console_to_file(Path(log_dir)):
+        spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark

@@ -1,0 +1,85 @@
+"""`kraftlab analyze` as a command. Bad input: exit code 2 and a message naming the path and what was
+expected; nothing written; never a Java stack trace on the console. A valid history: exit 0."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from observability.analysis.errors import AnalysisInputError
+from observability.analysis.loading import load_history
+
+from .histories import clean
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def analyze_cli(run_dir: Path, *args: str, engine: str = "local") -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "kraftlab.cli", "analyze", str(run_dir), "--engine", engine, *args],
+                          capture_output=True, text=True, env=env, timeout=300)
+
+
+def assert_input_error(result: subprocess.CompletedProcess, path: Path, expected: str) -> None:
+    assert result.returncode == 2, result.stdout + result.stderr
+    message = " ".join(result.stderr.split())  # rich wraps long lines
+    assert str(path) in message and expected in message, result.stderr
+    assert "Exception" not in result.stderr and "at org.apache" not in result.stderr
+
+
+def truncated_history(run_dir: Path) -> Path:
+    """A clean history whose one file lost its second half (its footer with it)."""
+    clean().write(run_dir)
+    (path,) = sorted((run_dir / "events").glob("*.parquet"))[:1]
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    return path
+
+
+def test_no_such_directory(tmp_path):
+    assert_input_error(analyze_cli(tmp_path / "nope"), tmp_path / "nope", "no such run directory")
+
+
+def test_no_events_folder(tmp_path):
+    assert_input_error(analyze_cli(tmp_path), tmp_path / "events", "no events/ folder")
+    assert not (tmp_path / "analysis").exists()
+
+
+def test_events_without_complete_parquet_files(tmp_path):
+    # A file still being written (its name does not end in .parquet) is no history yet.
+    (tmp_path / "events").mkdir()
+    (tmp_path / "events" / ".b1-00000.parquet.partial").write_bytes(b"PAR1")
+    assert_input_error(analyze_cli(tmp_path), tmp_path / "events", "expected files ending in .parquet")
+    assert not (tmp_path / "analysis").exists()
+
+
+def test_truncated_parquet_file(tmp_path):
+    path = truncated_history(tmp_path / "run")
+    assert_input_error(analyze_cli(tmp_path / "run", "--out", str(tmp_path / "out")), path, "not a readable Parquet file")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_corrupt_page_that_spark_finds_is_named_too(spark, tmp_path):
+    # The footer reads, the data does not: Spark's failure comes back as bad input with the folder.
+    run_dir = clean().write(tmp_path / "run")
+    for path in (run_dir / "events").glob("*.parquet"):
+        data = bytearray(path.read_bytes())
+        data[4:68] = b"\xff" * 64  # the first column chunk (time_ms, read by every check), not the footer
+        path.write_bytes(bytes(data))
+    with pytest.raises(AnalysisInputError, match="Spark could not read the history") as caught:
+        load_history(spark, run_dir)
+    assert str(run_dir / "events") in str(caught.value)
+
+
+def test_a_valid_history_exits_0_with_checks_in_the_run_directory_and_a_quiet_console(tmp_path):
+    run_dir = clean().write(tmp_path / "run")
+    result = analyze_cli(run_dir)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "history: valid" in result.stdout
+    assert result.stderr == "" and "WARN" not in result.stdout
+    assert (run_dir / "analysis" / "checks.json").is_file()
+    assert not [p for p in (run_dir / "analysis").iterdir() if p.name.endswith(".partial")]
