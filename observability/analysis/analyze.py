@@ -10,11 +10,13 @@ from .checks import compute_checks
 from .loading import event_files, load_history
 from .output import write_json_atomically
 from .session import start_local
+from .windows import compute_windows, window_stats, write_parquet_atomically
 
 
 def analyze_run(run_dir: Path, out_dir: Path | None = None, engine: str = "local",
                 spark=None) -> tuple[dict[str, Any], dict[str, float]]:
-    """Write `out_dir/checks.json` (default RUN_DIR/analysis) and return it with timings (s).
+    """Write `out_dir/checks.json` and `out_dir/windows.parquet` (default RUN_DIR/analysis) and
+    return checks.json's content with timings (s).
     `spark`: a session to use (tests share one); otherwise one is started and stopped here."""
     run_dir = Path(run_dir)
     out_dir = Path(out_dir) if out_dir is not None else run_dir / "analysis"
@@ -31,10 +33,13 @@ def analyze_run(run_dir: Path, out_dir: Path | None = None, engine: str = "local
     try:
         history = load_history(spark, run_dir)
         checks = compute_checks(history, run_dir, engine)
+        windows, duration_s = compute_windows(history, run_dir)
+        checks["stats"].update(window_stats(windows, duration_s))
         history.unpersist()
     finally:
         if own:
             spark.stop()
+    write_parquet_atomically(out_dir / "windows.parquet", windows)
     write_json_atomically(out_dir / "checks.json", checks)
     timings["total_s"] = time.perf_counter() - started
     return checks, timings

@@ -1,6 +1,6 @@
 """checks.json put together (contract.md, "`analysis/`"): the anomalies, the invariants, the
-verdict and the figures computed here. Fields the contract names but this build does not compute
-(`throughput_rec_s`, `offline_s`, `unavailable_s`) are left out rather than guessed."""
+verdict and the figures computed here. The figures drawn from the per-second windows
+(`throughput_rec_s`, `offline_s`, `unavailable_s`) are added by analyze.py from windows.py."""
 
 from __future__ import annotations
 

@@ -40,7 +40,9 @@ def event_files(run_dir: Path) -> list[Path]:
 # The columns the checks read; the files have about a hundred (every kind's), and caching only
 # these keeps the cache, and every scan of it, small.
 COLUMNS = ("time_ms", "node", "incarnation", "node_seq", "kind", "producer", "sequence", "topic", "partition",
-           "acks", "outcome", "offset", "latency_ms", "consumer", "poll", "broker", "complete")
+           "acks", "outcome", "offset", "latency_ms", "consumer", "poll", "broker", "complete",
+           # windows.py: partition states and faults
+           "leader", "isr", "metadata_offset", "fault", "target")
 
 
 def load_history(spark, run_dir: Path):

@@ -1,0 +1,216 @@
+"""Per-second windows of a run (`windows.parquet`, contract.md "`analysis/`") and the overall
+figures derived from them (`throughput_rec_s`, `offline_s`, `unavailable_s` in checks.json
+`stats`), as shallow DataFrame jobs: groupBy, window functions, joins, no Python UDF.
+
+One row per second of run time, `second` = floor(time_ms / 1000), from 0 to the last second of the
+history (every second present, empty ones too):
+
+- `acked`, `acked_per_s`: records acknowledged with outcome ok whose `produce_ack` falls in it;
+- `latency_p50_ms`, `latency_p99_ms`, `latency_p999_ms`, `latency_max_ms`: of those acks'
+  `latency_ms`, null when there are none. EXACT percentiles: Spark's `percentile` (linear
+  interpolation between the closest ranks), as checks.json `stats.latency_ms`;
+- `partitions_offline`, `partitions_under_min_isr`: the committed partition state at the end of
+  the window (see `partition_states`);
+- `faults_active`: faults active at some moment of the window (see `fault_intervals`).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import yaml
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+WINDOW_MS = 1000
+
+SCHEMA = pa.schema([
+    ("second", pa.int64()),
+    ("acked", pa.int64()),
+    ("acked_per_s", pa.float64()),
+    ("latency_p50_ms", pa.float64()),
+    ("latency_p99_ms", pa.float64()),
+    ("latency_p999_ms", pa.float64()),
+    ("latency_max_ms", pa.float64()),
+    ("partitions_offline", pa.int64()),
+    ("partitions_under_min_isr", pa.int64()),
+    ("faults_active", pa.int64()),
+])
+
+# Faults that stop a node until `restart` of the same target, and network faults that `heal` ends.
+NODE_FAULTS = ("crash_process", "crash_os", "crash_disk", "shutdown")
+NETWORK_FAULTS = ("isolate", "partition", "link")
+
+
+def min_isr_rule(run_dir: Path) -> tuple[int, dict[str, int]]:
+    """min.insync.replicas as the run's `scenario.yaml` set it: the topic's own
+    `topics[].config["min.insync.replicas"]` when set, else `cluster.config["min.insync.replicas"]`,
+    else 1 (Kafka's default). The configured value, not the effective min(MinISR, RF): a partition
+    is under MinISR when size(isr) < that value, as Kafka's UnderMinIsrPartitionCount counts.
+    A history without `scenario.yaml` (hand-built) gets 1. Changes by an `alter_config` step during
+    the run are not followed."""
+    path = Path(run_dir) / "scenario.yaml"
+    raw: dict[str, Any] = {}
+    if path.is_file():
+        raw = yaml.safe_load(path.read_text()) or {}
+    cluster_value = ((raw.get("cluster") or {}).get("config") or {}).get("min.insync.replicas")
+    default = int(cluster_value) if cluster_value is not None else 1
+    per_topic = {}
+    for topic in raw.get("topics") or []:
+        value = (topic.get("config") or {}).get("min.insync.replicas")
+        if value is not None:
+            per_topic[str(topic["name"])] = int(value)
+    return default, per_topic
+
+
+def partition_states(history: DataFrame) -> DataFrame:
+    """Each committed partition record, once, with the span of time it holds: (topic, partition,
+    leader, isr, time_ms, until_ms; until null for the last).
+
+    Every controller voter writes a `partition_change` row for each committed partition record, at
+    slightly different times; the record is the same (same `metadata_offset`). Rows are deduped on
+    (topic, partition, metadata_offset), keeping the earliest time: the first moment any voter
+    knew the record committed."""
+    changes = (history.where(F.col("kind") == "partition_change")
+               .groupBy("topic", "partition", "metadata_offset")
+               .agg(F.min_by(F.struct("leader", "isr"), F.struct("time_ms", "node")).alias("s"),
+                    F.min("time_ms").alias("time_ms"))
+               .select("topic", "partition", "metadata_offset", "time_ms", "s.leader", "s.isr"))
+    order = Window.partitionBy("topic", "partition").orderBy("metadata_offset")
+    return changes.withColumn("until_ms", F.lead("time_ms").over(order))
+
+
+def partition_windows(history: DataFrame, run_dir: Path, last_second: int) -> DataFrame:
+    """Per second: partitions with no leader, and partitions with size(isr) < min.insync.replicas
+    (`min_isr_rule`), in the state committed at the end of the window (the last change at a time
+    before (second + 1) * 1000). A partition not yet created at the end of a window counts in
+    neither."""
+    spark = history.sparkSession
+    default, per_topic = min_isr_rule(run_dir)
+    states = partition_states(history)
+    # The windows whose end the state holds at: time_ms < (w + 1) * 1000 <= until_ms.
+    first = F.floor(F.col("time_ms") / WINDOW_MS).cast("long")
+    last = F.when(F.col("until_ms").isNull(), F.lit(last_second)).otherwise(
+        F.floor(F.col("until_ms") / WINDOW_MS).cast("long") - 1)
+    spans = states.withColumn("lo", first).withColumn("hi", F.least(last, F.lit(last_second)))
+    spans = spans.where(F.col("hi") >= F.col("lo"))  # changed again within the same second
+    per_second = spans.select("topic", "partition", "leader", "isr",
+                              F.explode(F.sequence("lo", "hi")).alias("second"))
+    if per_topic:
+        overrides = spark.createDataFrame(sorted(per_topic.items()), "topic string, topic_min_isr long")
+        per_second = per_second.join(F.broadcast(overrides), "topic", "left")
+        min_isr = F.coalesce(F.col("topic_min_isr"), F.lit(default))
+    else:
+        min_isr = F.lit(default)
+    return (per_second.groupBy("second")
+            .agg(F.sum(F.col("leader").isNull().cast("long")).alias("partitions_offline"),
+                 F.sum((F.size("isr") < min_isr).cast("long")).alias("partitions_under_min_isr")))
+
+
+def fault_intervals(history: DataFrame) -> DataFrame:
+    """Each fault the driver applied, with its span (start_ms, end_ms; end null: still active at
+    the end of the history, so it lasts to the end).
+
+    Matching rule: a fault ends at the first later `fault` row (in the driver's order: time_ms,
+    then node_seq) that undoes it. `crash_process`, `crash_os`, `crash_disk` and `shutdown` of
+    node X end at `restart` of X. `isolate`, `partition` and `link` end at `heal` of `all`, or at
+    `heal` of a node the fault's target names (`b3` for isolate; any node of `b1,c1|b2,b3`; either
+    end of `b1->b2`), since healing a node removes every network fault touching it. (A partition
+    healed for one of its nodes may still cut the others: it is counted as ended.)"""
+    rows = history.where(F.col("kind") == "fault").select("time_ms", "node_seq", "fault", "target")
+    starts = rows.where(F.col("fault").isin(*NODE_FAULTS, *NETWORK_FAULTS)).alias("s")
+    ends = rows.where(F.col("fault").isin("restart", "heal")).alias("e")
+    later = ((F.col("e.time_ms") > F.col("s.time_ms"))
+             | ((F.col("e.time_ms") == F.col("s.time_ms")) & (F.col("e.node_seq") > F.col("s.node_seq"))))
+    undoes = (
+        (F.col("s.fault").isin(*NODE_FAULTS) & (F.col("e.fault") == "restart") & (F.col("e.target") == F.col("s.target")))
+        | (F.col("s.fault").isin(*NETWORK_FAULTS) & (F.col("e.fault") == "heal")
+           & ((F.col("e.target") == "all")
+              | F.array_contains(F.split(F.col("s.target"), r"\||,|->"), F.col("e.target")))))
+    return (starts.join(ends, later & undoes, "left")
+            .groupBy(F.col("s.time_ms").alias("start_ms"), F.col("s.node_seq").alias("node_seq"),
+                     F.col("s.fault").alias("fault"), F.col("s.target").alias("target"))
+            .agg(F.min("e.time_ms").alias("end_ms")))
+
+
+def fault_windows(history: DataFrame, last_second: int) -> DataFrame:
+    """Per second: faults active at some moment of [second, second + 1) s, i.e. start < window end
+    and end > window start (a fault undone at the very ms it started counts in that one window)."""
+    faults = fault_intervals(history)
+    lo = F.floor(F.col("start_ms") / WINDOW_MS).cast("long")
+    hi = F.when(F.col("end_ms").isNull(), F.lit(last_second)).otherwise(
+        F.greatest(F.ceil(F.col("end_ms") / WINDOW_MS).cast("long") - 1, lo))
+    spans = faults.withColumn("lo", lo).withColumn("hi", F.least(hi, F.lit(last_second)))
+    return (spans.where(F.col("hi") >= F.col("lo"))
+            .select(F.explode(F.sequence("lo", "hi")).alias("second"))
+            .groupBy("second").agg(F.count(F.lit(1)).alias("faults_active")))
+
+
+def ack_windows(history: DataFrame) -> DataFrame:
+    """Per second with acks: records acknowledged ok, and their latencies (exact percentiles:
+    Spark's `percentile`, linear interpolation)."""
+    return (history.where((F.col("kind") == "produce_ack") & (F.col("outcome") == "ok"))
+            .withColumn("second", F.floor(F.col("time_ms") / WINDOW_MS).cast("long"))
+            .groupBy("second")
+            .agg(F.count(F.lit(1)).alias("acked"),
+                 F.expr("percentile(latency_ms, array(0.5, 0.99, 0.999))").alias("p"),
+                 F.max("latency_ms").alias("latency_max_ms")))
+
+
+def compute_windows(history: DataFrame, run_dir: Path) -> tuple[list[dict[str, Any]], float]:
+    """The window rows, ordered by second, and the history's duration in seconds
+    (max time_ms / 1000: run time starts at 0)."""
+    spark = history.sparkSession
+    last_ms = history.agg(F.max("time_ms")).first()[0] or 0.0
+    last_second = int(last_ms // WINDOW_MS)
+    seconds = spark.range(0, last_second + 1).withColumnRenamed("id", "second")
+    df = (seconds.join(ack_windows(history), "second", "left")
+          .join(partition_windows(history, run_dir, last_second), "second", "left")
+          .join(fault_windows(history, last_second), "second", "left")
+          .select(F.col("second").cast("long"),
+                  F.coalesce(F.col("acked"), F.lit(0)).cast("long").alias("acked"),
+                  (F.coalesce(F.col("acked"), F.lit(0)) / F.lit(WINDOW_MS / 1000)).cast("double").alias("acked_per_s"),
+                  F.col("p")[0].cast("double").alias("latency_p50_ms"),
+                  F.col("p")[1].cast("double").alias("latency_p99_ms"),
+                  F.col("p")[2].cast("double").alias("latency_p999_ms"),
+                  F.col("latency_max_ms").cast("double"),
+                  F.coalesce(F.col("partitions_offline"), F.lit(0)).cast("long").alias("partitions_offline"),
+                  F.coalesce(F.col("partitions_under_min_isr"), F.lit(0)).cast("long").alias("partitions_under_min_isr"),
+                  F.coalesce(F.col("faults_active"), F.lit(0)).cast("long").alias("faults_active"))
+          .orderBy("second"))
+    rows = [r.asDict() for r in df.collect()]
+    return rows, float(last_ms) / 1000.0
+
+
+def window_stats(rows: list[dict[str, Any]], duration_s: float) -> dict[str, Any]:
+    """checks.json's overall figures from the windows:
+    `throughput_rec_s`: records acknowledged ok / the history's duration in seconds (max time_ms /
+    1000; null for a history of zero duration);
+    `offline_s`: seconds (windows) with at least one partition offline at their end;
+    `unavailable_s`: seconds with at least one partition offline or under MinISR."""
+    acked = sum(r["acked"] for r in rows)
+    return {
+        "throughput_rec_s": acked / duration_s if duration_s > 0 else None,
+        "offline_s": sum(1 for r in rows if r["partitions_offline"] > 0),
+        "unavailable_s": sum(1 for r in rows if r["partitions_offline"] > 0 or r["partitions_under_min_isr"] > 0),
+    }
+
+
+def write_parquet_atomically(path: Path, rows: list[dict[str, Any]]) -> None:
+    """`rows` as one Parquet file, written under a temporary name in the same folder and renamed."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table = pa.Table.from_pylist(rows, schema=SCHEMA)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+    os.close(fd)
+    try:
+        pq.write_table(table, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
