@@ -168,10 +168,8 @@ class ProducerNode:
         self.metadata_broker = 0
         self.queues: dict[tuple[str, int], deque[PendingRecord]] = {}
         self.in_flight: dict[tuple[str, int], InFlightBatch] = {}
-        # The partitions with queued records or a batch in flight (a superset: pruned as they are
-        # visited), so that a wake-up costs what is outstanding, not the number of partitions;
-        # visited in the order their queues were made (`queue_order`), as a full scan would.
-        self.active: dict[tuple[str, int], None] = {}
+        # The order the queues were made in (that of `queues`): partitions picked from the sets and
+        # heaps below are visited in it, as a scan of every queue would visit them.
         self.queue_order: dict[tuple[str, int], int] = {}
         # Partitions that may have a batch to send: records were queued, or a batch left flight.
         self.sendable: dict[tuple[str, int], None] = {}
@@ -345,7 +343,7 @@ class ProducerNode:
             known = self.leaders.get(key)
             if known is None or pm.leader_epoch > known[1] or (pm.leader_epoch == known[1] and known[0] is not None):
                 self.leaders[key] = (pm.leader, pm.leader_epoch)
-        if any(self.leaders.get(k, (None, 0))[0] is None for k in self.active if self.queues[k]):
+        if any(self.leaders.get(k, (None, 0))[0] is None for k, q in self.queues.items() if q):
             self.metadata_wanted = True  # some partition has no leader yet: ask again after a back-off
             self.metadata_broker += 1
 
@@ -461,16 +459,7 @@ class ProducerNode:
         if q is None:
             q = self.queues[key] = deque()
             self.queue_order[key] = len(self.queue_order)
-        self.active[key] = None
         return q
-
-    def _active_keys(self) -> list[tuple[str, int]]:
-        """The active partitions in queue order; those with nothing outstanding are dropped."""
-        keys = [k for k in self.active if self.queues[k] or k in self.in_flight]
-        if len(keys) < len(self.active):
-            self.active = dict.fromkeys(keys)
-        keys.sort(key=self.queue_order.__getitem__)
-        return keys
 
     def _new_batch(self, key: tuple[str, int], q: deque[PendingRecord], now_ms: float) -> InFlightBatch:
         first = q[0]
@@ -575,8 +564,7 @@ class ProducerNode:
             self._drop_in_flight(key)
             awaiting_answer = b.retry_at_ms is None and b.attempts > 0
             self._failed(key, b.records, RUN_ENDED, now_ms, out, b.maybe_written or awaiting_answer)
-        for key in self._active_keys():
-            q = self.queues[key]
+        for key, q in self.queues.items():
             if q:
                 self._failed(key, list(q), RUN_ENDED, now_ms, out, False)
                 self.queued_records -= len(q)
