@@ -39,8 +39,9 @@ CORRUPT_MESSAGE = "CORRUPT_MESSAGE"
 FETCH_SESSION_ID_NOT_FOUND = "FETCH_SESSION_ID_NOT_FOUND"
 INVALID_FETCH_SESSION_EPOCH = "INVALID_FETCH_SESSION_EPOCH"
 
-# FetchRequest.session_epoch (KIP-227): a full request without a session (consumers), and the
-# full request that opens a new session; an incremental request numbers from 1.
+# FetchRequest.session_epoch (KIP-227): a full request without a session (consumers, whose
+# fetches the leader answers without one), and the full request that opens a new session; an
+# incremental request numbers from 1.
 SESSIONLESS_EPOCH = -1
 INITIAL_SESSION_EPOCH = 0
 

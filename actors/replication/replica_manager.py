@@ -36,7 +36,6 @@ from .messages import (
     FINAL_READER,
     INITIAL_SESSION_EPOCH,
     INVALID_FETCH_SESSION_EPOCH,
-    SESSIONLESS_EPOCH,
     NOT_LEADER_OR_FOLLOWER,
     OFFSET_OUT_OF_RANGE,
     UNKNOWN_TOPIC_OR_PARTITION,
@@ -82,8 +81,8 @@ class ParkedFetch:
     src: str
     request: FetchRequest
     deadline_ms: float
-    session: LeaderSession | None = None  # None: a sessionless fetch
-    answers: dict[Key, FetchedPartition | None] = field(default_factory=dict)  # the partitions it processed
+    session: LeaderSession
+    answers: dict[Key, FetchedPartition | None]  # the partitions it processed
 
 
 class ReplicaManager:
@@ -296,21 +295,8 @@ class ReplicaManager:
         if req.replica_id in (CONSUMER, FINAL_READER):
             out.send(Envelope(self.env.node_id, src, self._consumer_fetch(req, final=req.replica_id == FINAL_READER)))
             return
-        if req.session_epoch != SESSIONLESS_EPOCH:
-            self._on_session_fetch(src, req, now_ms, out)
-            return
-        answers: list[FetchedPartition | None] = []
-        for fp in req.partitions:
-            replica = self.replicas.get((fp.topic, fp.partition))
-            if replica is None:
-                answers.append(FetchedPartition(fp.topic, fp.partition, NOT_LEADER_OR_FOLLOWER))
-            else:
-                answers.append(replica.on_follower_fetch(fp, req.replica_id, req.broker_epoch, now_ms, out))
-        if any(a is not None for a in answers) or req.max_wait_ms <= 0:
-            parts = tuple(a if a is not None else self.replicas[(fp.topic, fp.partition)].read_for_follower(fp) for a, fp in zip(answers, req.partitions))
-            out.send(Envelope(self.env.node_id, src, FetchResponse(req.request_id, parts)))
-        else:
-            self.parked.append(ParkedFetch(src, req, now_ms + req.max_wait_ms))
+        # Followers always fetch in a session (consumers, above, never do).
+        self._on_session_fetch(src, req, now_ms, out)
 
     def _on_session_fetch(self, src: str, req: FetchRequest, now_ms: float, out: Output) -> None:
         """A follower's fetch in its session: update the session from the request, process the
@@ -401,15 +387,9 @@ class ReplicaManager:
         out.send(Envelope(self.env.node_id, src, FetchResponse(request_id, tuple(parts), session.session_id)))
 
     def _answer_parked(self, p: ParkedFetch, out: Output) -> None:
-        if p.session is not None:
-            if self.sessions.get(p.session.follower) is p.session:
-                self._answer_session(p.src, p.request.request_id, p.session, p.answers, out)
-            return  # a session replaced since (the follower gave up on this fetch)
-        parts = []
-        for fp in p.request.partitions:
-            replica = self.replicas.get((fp.topic, fp.partition))
-            parts.append(replica.read_for_follower(fp) if replica else FetchedPartition(fp.topic, fp.partition, NOT_LEADER_OR_FOLLOWER))
-        out.send(Envelope(self.env.node_id, p.src, FetchResponse(p.request.request_id, tuple(parts))))
+        # A session replaced since means the follower gave up on this fetch: nobody waits for it.
+        if self.sessions.get(p.session.follower) is p.session:
+            self._answer_session(p.src, p.request.request_id, p.session, p.answers, out)
 
     def _complete_parked(self, key: Key, now_ms: float, out: Output) -> None:
         """Answer the parked fetches that now have something for partition `key`."""
@@ -418,14 +398,8 @@ class ReplicaManager:
         replica = self.replicas.get(key)
         keep = []
         for p in self.parked:
-            if p.session is not None:
-                fp = p.session.positions.get(key)
-                ready = fp is not None and (replica is None or replica.has_data_for(fp))
-            else:
-                ready = any(
-                    (fp.topic, fp.partition) == key and (replica is None or replica.has_data_for(fp)) for fp in p.request.partitions
-                )
-            if ready:
+            fp = p.session.positions.get(key)
+            if fp is not None and (replica is None or replica.has_data_for(fp)):
                 self._answer_parked(p, out)
             else:
                 keep.append(p)
