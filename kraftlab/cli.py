@@ -148,7 +148,8 @@ def demo(runtime: str, address: str | None, out_dir: Path | None) -> None:
 @click.option("--engine", type=click.Choice(["raydp", "local"]), default="raydp", show_default=True, help="raydp: Spark on Ray (embedded local Ray, or --address); local: plain PySpark on one core.")
 @click.option("--address", default=None, help="Ray cluster to join (engine raydp); default RAY_ADDRESS, else an embedded local Ray.")
 def analyze(run_dir: Path, out_dir: Path | None, engine: str, address: str | None) -> None:
-    """Check RUN_DIR's event history with Spark; write checks.json (contract.md, "analysis/")."""
+    """Check the event history of RUN_DIR (a run, or a campaign directory: every run as one
+    dataset) with Spark; write checks.json and windows.parquet (contract.md, "analysis/")."""
     # Imported here: Spark's modules are heavy and no other command needs them.
     from observability.analysis.analyze import analyze_run
     from observability.analysis.errors import AnalysisInputError
@@ -174,17 +175,35 @@ def analyze(run_dir: Path, out_dir: Path | None, engine: str, address: str | Non
 def _print_checks(checks: dict, timings: dict[str, float], path: Path) -> None:
     valid = checks["valid"]
     shown = {True: "[green]valid[/]", False: "[red]INVALID[/]"}.get(valid, "[yellow]unknown[/]")
-    out.print(f"history: {shown}  events={checks['events']:,}  engine={checks['engine']}", highlight=False)
+    runs = f"  runs={checks['runs']:,}" if "cells" in checks else ""
+    out.print(f"history: {shown}  events={checks['events']:,}{runs}  engine={checks['engine']}", highlight=False)
     if "reason" in checks:
         out.print(f"  why unknown: {checks['reason']}", highlight=False)
-    table = Table("anomaly", "count", "first example")
+    campaign = "cells" in checks
+    table = Table("anomaly", "count", *(["runs"] if campaign else []), "first example")
     for name, a in checks["anomalies"].items():
         example = json.dumps(a["examples"][0]) if a["examples"] else ""
-        table.add_row(name, f"[red]{a['count']:,}[/]" if a["count"] else "0", example)
+        runs_showing = [f"{a['runs']:,}"] if campaign else []
+        table.add_row(name, f"[red]{a['count']:,}[/]" if a["count"] else "0", *runs_showing, example)
     out.print(table)
     for name, inv in checks["invariants"].items():
-        out.print(f"[red]invariant[/] {name}: {inv['count']:,} ({checks['stats']['invariants_source']})", highlight=False)
+        where = f"in {inv['runs']:,} runs" if campaign else f"source: {inv['source']}"
+        out.print(f"[red]invariant[/] {name}: {inv['count']:,} ({where})", highlight=False)
+    if campaign:
+        _print_cells(checks["cells"])
     out.print(f"Spark start {timings['spark_start_s']:.1f} s, total {timings['total_s']:.1f} s; checks: {path}", highlight=False)
+
+
+def _print_cells(cells: list[dict]) -> None:
+    """A campaign's table per matrix cell: runs, verdicts, and the runs showing each finding."""
+    table = Table("cell", "runs", "valid", "invalid", "unknown", "found (runs)", "acked", "rec/s")
+    for c in cells:
+        label = ", ".join(f"{k}={v}" for k, v in c["cell"].items()) or "(no matrix)"
+        found = {**{n: k for n, k in c["anomalies"].items() if k}, **{n: k for n, k in c["invariants"].items() if k}}
+        rate = f"{c['throughput_rec_s']:,.0f}" if c["throughput_rec_s"] is not None else ""
+        table.add_row(label, f"{c['runs']:,}", f"{c['valid']:,}", f"{c['invalid']:,}", f"{c['unknown']:,}",
+                      ", ".join(f"{n} ({k})" for n, k in found.items()), f"{c['acked']:,}", rate)
+    out.print(table)
 
 
 @main.command()

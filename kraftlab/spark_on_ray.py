@@ -52,9 +52,9 @@ def analyze_on_ray(run_dir: Path, out_dir: Path, address: str | None = None):
     import time
 
     from observability.analysis.analyze import analyze_run
-    from observability.analysis.loading import event_files
+    from observability.analysis.loading import discover
 
-    event_files(run_dir)  # bad input fails before Ray or Spark start
+    discover(run_dir)  # bad input fails before Ray or Spark start
     started = time.perf_counter()
     spark = start(out_dir, address)
     start_s = time.perf_counter() - started

@@ -1,4 +1,6 @@
-"""One run directory analyzed end to end: input checked, Spark started, checks.json written."""
+"""One run directory, or a campaign directory as one dataset, analyzed end to end: input checked,
+Spark started (or given), checks.json, windows.parquet (and, for a campaign, runs.parquet)
+written."""
 
 from __future__ import annotations
 
@@ -6,21 +8,22 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .checks import compute_checks
-from .loading import event_files, load_history
-from .output import write_json_atomically
+from .anomalies import HistoryViews
+from .checks import campaign_checks, compute_run_results, overall_latency, run_checks, run_rows
+from .loading import discover, load_history
+from .output import write_json_atomically, write_table_atomically
 from .session import start_local
-from .windows import compute_windows, window_stats, write_parquet_atomically
+from .windows import compute_windows, window_stats, write_windows
 
 
 def analyze_run(run_dir: Path, out_dir: Path | None = None, engine: str = "local",
                 spark=None) -> tuple[dict[str, Any], dict[str, float]]:
-    """Write `out_dir/checks.json` and `out_dir/windows.parquet` (default RUN_DIR/analysis) and
-    return checks.json's content with timings (s).
+    """Write `out_dir/checks.json` and `out_dir/windows.parquet` (default DIR/analysis) for a run
+    or a campaign directory, and return checks.json's content with timings (s).
     `spark`: a session to use (tests share one); otherwise one is started and stopped here."""
     run_dir = Path(run_dir)
     out_dir = Path(out_dir) if out_dir is not None else run_dir / "analysis"
-    event_files(run_dir)  # bad input fails before Spark starts or anything is written
+    dataset = discover(run_dir)  # bad input fails before Spark starts or anything is written
     timings: dict[str, float] = {}
     started = time.perf_counter()
     own = spark is None
@@ -31,15 +34,26 @@ def analyze_run(run_dir: Path, out_dir: Path | None = None, engine: str = "local
         spark = start_local(out_dir)
     timings["spark_start_s"] = time.perf_counter() - started
     try:
-        history = load_history(spark, run_dir)
-        checks = compute_checks(history, run_dir, engine)
-        windows, duration_s = compute_windows(history, run_dir)
-        checks["stats"].update(window_stats(windows, duration_s))
+        history = load_history(spark, dataset)
+        results, anomalies, _ = compute_run_results(history, dataset)
+        windows, durations = compute_windows(history, dataset.runs)
+        for run, figures in window_stats(windows, durations).items():
+            results[run].stats.update(figures)
+            results[run].stats["duration_s"] = durations[run]
+        if dataset.campaign:
+            latency = overall_latency(HistoryViews.of(history))
+            checks = campaign_checks(dataset, results, anomalies, latency, engine)
+        else:
+            checks = run_checks(next(iter(results.values())), anomalies, engine)
+        write_windows(out_dir / "windows.parquet", windows)
+        windows.unpersist()
         history.unpersist()
     finally:
         if own:
             spark.stop()
-    write_parquet_atomically(out_dir / "windows.parquet", windows)
+    if dataset.campaign:
+        write_table_atomically(out_dir / "runs.parquet", run_rows(dataset, results))
     write_json_atomically(out_dir / "checks.json", checks)
     timings["total_s"] = time.perf_counter() - started
     return checks, timings
+

@@ -9,6 +9,9 @@ matter on RayDP (a deep lost-write plan overflowed a 1 GB executor's stack there
 Counts are of distinct records (of distinct offsets for `inconsistent-offsets`, of polls for the
 two poll anomalies), as the contract defines them; each check also returns up to `EXAMPLES`
 examples, in a fixed order so that both engines give the same file.
+
+Every key includes `run` (loading.py): a campaign is one dataset, and a record, an offset or a poll
+of one run never meets another run's. Counts are kept per run (`Anomaly.per_run`) as well.
 """
 
 from __future__ import annotations
@@ -21,13 +24,15 @@ from pyspark.sql import functions as F
 
 EXAMPLES = 5
 NAMES = ("lost-write", "duplicate", "inconsistent-offsets", "uncommitted-read", "nonmonotonic-poll", "poll-skip", "unseen")
-IDENTITY = ["producer", "sequence"]
+IDENTITY = ["run", "producer", "sequence"]
+PLACE = ["run", "topic", "partition"]
 
 
 @dataclass
 class Anomaly:
     count: int
     examples: list[dict[str, Any]] = field(default_factory=list)
+    per_run: dict[str, int] = field(default_factory=dict)  # runs with none are absent
 
     def as_json(self) -> dict[str, Any]:
         return {"count": self.count, "examples": self.examples}
@@ -37,18 +42,18 @@ class Anomaly:
 class HistoryViews:
     """The rows the checks read, each selected once from the history."""
 
-    acks: DataFrame  # produce_ack: producer, sequence, topic, partition, acks, outcome, offset, latency_ms
-    consumes: DataFrame  # consume: consumer, poll, topic, partition, offset, producer, sequence, incarnation, node_seq
-    final: DataFrame  # final_read: topic, partition, offset, producer, sequence (distinct: replicas repeat rows)
+    acks: DataFrame  # produce_ack: run, producer, sequence, topic, partition, acks, outcome, offset, latency_ms
+    consumes: DataFrame  # consume: run, consumer, poll, topic, partition, offset, producer, sequence, incarnation, node_seq
+    final: DataFrame  # final_read: run, topic, partition, offset, producer, sequence (distinct: replicas repeat rows)
 
     @classmethod
     def of(cls, history: DataFrame) -> HistoryViews:
         acks = history.where(F.col("kind") == "produce_ack").select(
-            "producer", "sequence", "topic", "partition", "acks", "outcome", "offset", "latency_ms")
+            "run", "producer", "sequence", "topic", "partition", "acks", "outcome", "offset", "latency_ms")
         consumes = history.where(F.col("kind") == "consume").select(
-            "consumer", "poll", "topic", "partition", "offset", "producer", "sequence", "incarnation", "node_seq")
+            "run", "consumer", "poll", "topic", "partition", "offset", "producer", "sequence", "incarnation", "node_seq")
         final = history.where(F.col("kind") == "final_read").select(
-            "topic", "partition", "offset", "producer", "sequence").distinct()
+            "run", "topic", "partition", "offset", "producer", "sequence").distinct()
         return cls(acks, consumes, final)
 
 
@@ -57,13 +62,15 @@ def _examples(df: DataFrame, order: list[str]) -> list[dict[str, Any]]:
 
 
 def _anomaly(df: DataFrame, order: list[str]) -> Anomaly:
-    return Anomaly(df.count(), _examples(df, order))
+    per_run = {r["run"]: r["n"] for r in df.groupBy("run").agg(F.count(F.lit(1)).alias("n")).collect()}
+    count = sum(per_run.values())
+    return Anomaly(count, _examples(df, order) if count else [], dict(sorted(per_run.items())))
 
 
 def acked_ok(views: HistoryViews) -> DataFrame:
     # One produce_ack per record is the history's promise; distinct keeps a repeat from counting twice.
     return views.acks.where(F.col("outcome") == "ok").select(
-        "producer", "sequence", "topic", "partition", "offset", "acks").dropDuplicates(IDENTITY)
+        "run", "producer", "sequence", "topic", "partition", "offset", "acks").dropDuplicates(IDENTITY)
 
 
 def lost_writes(views: HistoryViews) -> DataFrame:
@@ -88,11 +95,11 @@ def inconsistent_offsets(views: HistoryViews) -> Anomaly:
     """One (topic, partition, offset) holding different records across every read: consumers'
     and the final read's."""
     reads = views.consumes.select("topic", "partition", "offset", *IDENTITY).unionByName(views.final)
-    df = (reads.groupBy("topic", "partition", "offset")
-          .agg(F.countDistinct(*IDENTITY).alias("n"),
-               F.sort_array(F.collect_set(F.struct(*IDENTITY))).alias("records"))
+    df = (reads.groupBy(*PLACE, "offset")
+          .agg(F.countDistinct("producer", "sequence").alias("n"),
+               F.sort_array(F.collect_set(F.struct("producer", "sequence"))).alias("records"))
           .where(F.col("n") > 1).drop("n"))
-    return _anomaly(df, ["topic", "partition", "offset"])
+    return _anomaly(df, [*PLACE, "offset"])
 
 
 def uncommitted_read(views: HistoryViews) -> Anomaly:
@@ -110,10 +117,10 @@ def following_reads(views: HistoryViews, history: DataFrame) -> DataFrame:
     Why only those: the step consumer (`consume` steps) runs separate commands, each from its own
     `from_offset` (reading a partition again from 0 is what a step asks for), and the history does
     not say which command a poll served; its polls have no order to break."""
-    followers = history.where(F.col("kind") == "consumer_done").select("consumer").distinct()
-    reads = views.consumes.join(followers, "consumer", "left_semi")
+    followers = history.where(F.col("kind") == "consumer_done").select("run", "consumer").distinct()
+    reads = views.consumes.join(followers, ["run", "consumer"], "left_semi")
     # Rows in the order the consumer emitted them: its (incarnation, node_seq).
-    order = Window.partitionBy("consumer", "topic", "partition").orderBy("incarnation", "node_seq")
+    order = Window.partitionBy("run", "consumer", "topic", "partition").orderBy("incarnation", "node_seq")
     return reads.withColumn("previous", F.coalesce(F.lag("offset").over(order), F.lit(-1)))
 
 
@@ -121,53 +128,65 @@ def nonmonotonic_poll(follows: DataFrame) -> Anomaly:
     """Polls in which a consumer's offset in a partition did not move forward (went back, or read
     one offset again)."""
     bad = follows.where(F.col("offset") <= F.col("previous"))
-    df = bad.groupBy("consumer", "topic", "partition", "poll").agg(
-        F.min(F.struct("offset", "previous", *IDENTITY)).alias("first")).select("consumer", "topic", "partition", "poll", "first.*")
-    return _anomaly(df, ["consumer", "topic", "partition", "poll"])
+    df = bad.groupBy("run", "consumer", "topic", "partition", "poll").agg(
+        F.min(F.struct("offset", "previous", "producer", "sequence")).alias("first")).select(
+        "run", "consumer", "topic", "partition", "poll", "first.*")
+    return _anomaly(df, ["run", "consumer", "topic", "partition", "poll"])
 
 
 def poll_skip(follows: DataFrame, views: HistoryViews) -> Anomaly:
     """Polls in which a consumer jumped over offsets that the final read holds: an offset strictly
     between the one read before and the one read now."""
     jumps = follows.where(F.col("offset") > F.col("previous") + 1).alias("j")
-    committed = views.final.select("topic", "partition", F.col("offset").alias("skipped")).distinct().alias("f")
+    committed = views.final.select(*PLACE, F.col("offset").alias("skipped")).distinct().alias("f")
     # A range join, but only on the rows that jumped (few): no full cross product.
-    skipped = jumps.join(committed, (F.col("j.topic") == F.col("f.topic")) & (F.col("j.partition") == F.col("f.partition"))
-                         & (F.col("f.skipped") > F.col("j.previous")) & (F.col("f.skipped") < F.col("j.offset")))
-    df = (skipped.groupBy("j.consumer", "j.topic", "j.partition", "j.poll")
+    same_place = ((F.col("j.run") == F.col("f.run")) & (F.col("j.topic") == F.col("f.topic"))
+                  & (F.col("j.partition") == F.col("f.partition")))
+    skipped = jumps.join(committed, same_place & (F.col("f.skipped") > F.col("j.previous")) & (F.col("f.skipped") < F.col("j.offset")))
+    df = (skipped.groupBy("j.run", "j.consumer", "j.topic", "j.partition", "j.poll")
           .agg(F.min(F.struct("j.offset", "j.previous", "j.producer", "j.sequence")).alias("first"),
                F.countDistinct("f.skipped").alias("skipped"))
-          .select("consumer", "topic", "partition", "poll", "first.*", "skipped"))
-    return _anomaly(df, ["consumer", "topic", "partition", "poll"])
+          .select("run", "consumer", "topic", "partition", "poll", "first.*", "skipped"))
+    return _anomaly(df, ["run", "consumer", "topic", "partition", "poll"])
 
 
-def consumers_ran_to_the_end(history: DataFrame) -> tuple[bool, str]:
-    """Whether `unseen` can be checked: some load consumer ran, and every one said at the end of
-    the run (`consumer_done`) that it had read every partition up to the committed end. Without
-    it, a record nobody consumed may just be one nobody was there to read."""
-    done = history.where(F.col("kind") == "consumer_done").agg(
-        F.count(F.lit(1)).alias("n"), F.sum(F.when(F.col("complete"), 0).otherwise(1)).alias("incomplete")).first()
-    if done["n"] == 0:
-        return False, "no load consumer followed the run to its end (no consumer_done row)"
-    if done["incomplete"]:
-        return False, f"{done['incomplete']} of {done['n']} load consumers did not catch up at the end (consumer_done complete=false)"
-    return True, "every load consumer caught up with the committed log at the end"
+def consumers_ran_to_the_end(history: DataFrame) -> dict[str, tuple[bool, str]]:
+    """Per run, whether `unseen` can be checked there: some load consumer ran, and every one said
+    at the end of the run (`consumer_done`) that it had read every partition up to the committed
+    end. Without it, a record nobody consumed may just be one nobody was there to read.
+    Runs with no `consumer_done` row are absent (not checked)."""
+    done = history.where(F.col("kind") == "consumer_done").groupBy("run").agg(
+        F.count(F.lit(1)).alias("n"), F.sum(F.when(F.col("complete"), 0).otherwise(1)).alias("incomplete")).collect()
+    verdicts = {}
+    for d in done:
+        if d["incomplete"]:
+            verdicts[d["run"]] = (False, f"{d['incomplete']} of {d['n']} load consumers did not catch up at the end "
+                                         "(consumer_done complete=false)")
+        else:
+            verdicts[d["run"]] = (True, "every load consumer caught up with the committed log at the end")
+    return verdicts
 
 
-def unseen(views: HistoryViews, checked: bool) -> Anomaly:
-    """Acknowledged ok and in the final read, never consumed; 0 unless the consumers ran to the
-    end (`consumers_ran_to_the_end`)."""
-    if not checked:
+NOT_CHECKED = "no load consumer followed the run to its end (no consumer_done row)"
+
+
+def unseen(views: HistoryViews, checked_runs: list[str]) -> Anomaly:
+    """Acknowledged ok and in the final read, never consumed; only in the runs whose consumers
+    ran to the end (`consumers_ran_to_the_end`)."""
+    if not checked_runs:
         return Anomaly(0, [])
-    kept = acked_ok(views).join(views.final.select(*IDENTITY), IDENTITY, "left_semi")
+    spark = views.acks.sparkSession
+    runs = F.broadcast(spark.createDataFrame([(r,) for r in checked_runs], "run string"))
+    kept = acked_ok(views).join(runs, "run", "left_semi").join(views.final.select(*IDENTITY), IDENTITY, "left_semi")
     df = kept.join(views.consumes.select(*IDENTITY), IDENTITY, "left_anti").drop("acks")
     return _anomaly(df, IDENTITY)
 
 
-def find_anomalies(history: DataFrame, views: HistoryViews) -> tuple[dict[str, Anomaly], dict[str, Any]]:
-    """Every anomaly of the contract, by name (all present), and how `unseen` was decided."""
+def find_anomalies(history: DataFrame, views: HistoryViews) -> tuple[dict[str, Anomaly], dict[str, tuple[bool, str]]]:
+    """Every anomaly of the contract, by name (all present), and per run how `unseen` was decided
+    (runs absent: not checked, `NOT_CHECKED`)."""
     follows = following_reads(views, history).cache()
-    checked, why = consumers_ran_to_the_end(history)
+    unseen_rule = consumers_ran_to_the_end(history)
     found = {
         "lost-write": lost_write(views),
         "duplicate": duplicate(views),
@@ -175,8 +194,8 @@ def find_anomalies(history: DataFrame, views: HistoryViews) -> tuple[dict[str, A
         "uncommitted-read": uncommitted_read(views),
         "nonmonotonic-poll": nonmonotonic_poll(follows),
         "poll-skip": poll_skip(follows, views),
-        "unseen": unseen(views, checked),
+        "unseen": unseen(views, sorted(r for r, (ok, _) in unseen_rule.items() if ok)),
     }
     follows.unpersist()
     assert tuple(found) == NAMES
-    return found, {"checked": checked, "reason": why}
+    return found, unseen_rule

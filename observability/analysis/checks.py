@@ -1,23 +1,59 @@
-"""checks.json put together (contract.md, "`analysis/`"): the anomalies, the invariants, the
-verdict and the figures computed here. The figures drawn from the per-second windows
-(`throughput_rec_s`, `offline_s`, `unavailable_s`) are added by analyze.py from windows.py."""
+"""checks.json put together (contract.md, "`analysis/`"): per run, the anomalies, the invariants,
+the verdict and the figures; for a campaign, the same over all runs, per matrix cell (`cells`),
+and one row per run (`runs.parquet`, written by analyze.py).
+
+Every figure is computed by Spark for all runs at once (grouped by `run`); the driver only puts
+together the per-run rows, which are small (one per run)."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from .anomalies import HistoryViews, find_anomalies, lost_writes
+from .anomalies import EXAMPLES, NAMES, NOT_CHECKED, Anomaly, HistoryViews, find_anomalies, lost_writes
 from .completeness import incomplete_reasons
-from .invariants import summary_violations
+from .invariants import merged, recheck_invariants, summary_violations
+from .loading import Dataset
+
+COUNTS = ("events", "sent", "acked", "failed", "indeterminate", "consumed")
+LATENCY_METHOD = "exact (Spark percentile, linear interpolation)"
 
 
-def _stats(history: DataFrame, views: HistoryViews) -> dict[str, Any]:
+@dataclass
+class RunResult:
+    """One run's verdict and figures (a row of runs.parquet, and a single run's checks.json)."""
+
+    run: str
+    valid: bool | str
+    reasons: list[str]
+    anomalies: dict[str, int]
+    invariants: dict[str, dict[str, Any]]
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+def _latency(df: DataFrame, keys: list[str]) -> DataFrame:
+    return (df.where(F.col("outcome") == "ok").groupBy(*keys)
+            .agg(F.count("latency_ms").alias("count"),
+                 F.expr("percentile(latency_ms, array(0.5, 0.99, 0.999))").alias("p"),
+                 F.max("latency_ms").alias("max")))
+
+
+def _latency_json(row) -> dict[str, Any] | None:
+    if row is None or not row["count"]:
+        return None
+    p50, p99, p999 = row["p"]
+    return {"count": row["count"], "p50": p50, "p99": p99, "p999": p999, "max": row["max"], "method": LATENCY_METHOD}
+
+
+def run_stats(history: DataFrame, views: HistoryViews) -> dict[str, dict[str, Any]]:
+    """Per run: the counts, the final read's size, the lost writes by acks setting, the exact
+    produce latency percentiles over every record acknowledged ok (the run summary's are an
+    HdrHistogram's, within 1%)."""
     k = F.col("kind")
-    row = history.agg(
+    rows = history.groupBy("run").agg(
         F.count(F.lit(1)).alias("events"),
         F.sum((k == "produce_send").cast("long")).alias("sent"),
         F.sum(((k == "produce_ack") & (F.col("outcome") == "ok")).cast("long")).alias("acked"),
@@ -25,48 +61,179 @@ def _stats(history: DataFrame, views: HistoryViews) -> dict[str, Any]:
         # Jepsen's indeterminate operations: an attempt may have been appended; neither lost nor required.
         F.sum(((k == "produce_ack") & (F.col("outcome") == "info")).cast("long")).alias("indeterminate"),
         F.sum((k == "consume").cast("long")).alias("consumed"),
-    ).first().asDict()
-    stats = {name: int(row[name] or 0) for name in ("events", "sent", "acked", "failed", "indeterminate", "consumed")}
-    stats["final_read"] = views.final.select("producer", "sequence").distinct().count()
-    stats["lost_by_acks"] = {r["acks"]: r["n"] for r in lost_writes(views).groupBy("acks")
-                             .agg(F.count(F.lit(1)).alias("n")).orderBy("acks").collect()}
-    # Exact percentiles (Spark's `percentile`: linear interpolation between the closest ranks),
-    # over every record acknowledged ok; the run summary's are an HdrHistogram's, within 1%.
-    lat = (views.acks.where(F.col("outcome") == "ok")
-           .agg(F.count("latency_ms").alias("count"),
-                F.expr("percentile(latency_ms, array(0.5, 0.99, 0.999))").alias("p"),
-                F.max("latency_ms").alias("max")).first())
-    if lat["count"]:
-        p50, p99, p999 = lat["p"]
-        stats["latency_ms"] = {"count": lat["count"], "p50": p50, "p99": p99, "p999": p999, "max": lat["max"],
-                               "method": "exact (Spark percentile, linear interpolation)"}
+    ).collect()
+    stats = {r["run"]: {name: int(r[name] or 0) for name in COUNTS} for r in rows}
+    for s in stats.values():
+        s["final_read"] = 0
+        s["lost_by_acks"] = {}
+    for r in views.final.groupBy("run").agg(F.countDistinct("producer", "sequence").alias("n")).collect():
+        stats[r["run"]]["final_read"] = int(r["n"])
+    for r in lost_writes(views).groupBy("run", "acks").agg(F.count(F.lit(1)).alias("n")).orderBy("run", "acks").collect():
+        stats[r["run"]]["lost_by_acks"][r["acks"]] = int(r["n"])
+    for r in _latency(views.acks, ["run"]).collect():
+        latency = _latency_json(r)
+        if latency is not None:
+            stats[r["run"]]["latency_ms"] = latency
     return stats
 
 
-def compute_checks(history: DataFrame, run_dir: Path, engine: str) -> dict[str, Any]:
-    """checks.json's content for one run's history."""
-    views = HistoryViews.of(history)
-    anomalies, unseen_rule = find_anomalies(history, views)
-    invariants, invariants_source = summary_violations(run_dir)
-    reasons = incomplete_reasons(history)
-    stats = _stats(history, views)
-    stats["unseen_checked"] = unseen_rule
-    stats["invariants_source"] = invariants_source
+def overall_latency(views: HistoryViews) -> dict[str, Any] | None:
+    """Every run's acknowledgements together (a campaign's figure; one run: the run's)."""
+    return _latency_json(_latency(views.acks, []).first())
+
+
+def _verdict(reasons: list[str], anomalies: dict[str, int], invariants: dict[str, Any]) -> bool | str:
     # An incomplete history decides nothing either way: with no final read every acknowledged
     # record would look lost, so "unknown" wins over what the anomalies say.
     if reasons:
-        valid: bool | str = "unknown"
-    else:
-        valid = not any(a.count for a in anomalies.values()) and not invariants
-    checks: dict[str, Any] = {"valid": valid}
-    if reasons:
-        checks["reason"] = "; ".join(reasons)
+        return "unknown"
+    return not any(anomalies.values()) and not invariants
+
+
+def compute_run_results(history: DataFrame, dataset: Dataset) -> tuple[dict[str, RunResult], dict[str, Anomaly], dict[str, Any]]:
+    """Every run's result, the anomalies over all runs (with examples), and what decided
+    `unseen` per run."""
+    views = HistoryViews.of(history)
+    anomalies, unseen_rule = find_anomalies(history, views)
+    reasons = incomplete_reasons(history)
+    spark_found = recheck_invariants(history)
+    stats = run_stats(history, views)
+    results: dict[str, RunResult] = {}
+    for run, run_dir in dataset.runs.items():
+        online, source = summary_violations(run_dir)
+        invariants = merged(spark_found.get(run, {}), online)
+        counts = {name: anomalies[name].per_run.get(run, 0) for name in NAMES}
+        run_stats_ = stats.get(run, {name: 0 for name in COUNTS})
+        checked, why = unseen_rule.get(run, (False, NOT_CHECKED))
+        run_stats_["unseen_checked"] = {"checked": checked, "reason": why}
+        run_stats_["invariants_source"] = f"spark (re-checked: the history) and {source} (online)"
+        results[run] = RunResult(run, _verdict(reasons.get(run, []), counts, invariants), reasons.get(run, []),
+                                 counts, invariants, run_stats_)
+    return results, anomalies, unseen_rule
+
+
+def run_checks(result: RunResult, anomalies: dict[str, Anomaly], engine: str) -> dict[str, Any]:
+    """checks.json of a single run directory (the contract's shape)."""
+    checks: dict[str, Any] = {"valid": result.valid}
+    if result.reasons:
+        checks["reason"] = "; ".join(result.reasons)
     checks.update({
         "engine": engine,
         "runs": 1,
-        "events": stats["events"],
-        "anomalies": {name: a.as_json() for name, a in anomalies.items()},
-        "invariants": invariants,
-        "stats": stats,
+        "events": result.stats["events"],
+        "anomalies": {name: {"count": a.count, "examples": [_without_run(e) for e in a.examples]} for name, a in anomalies.items()},
+        "invariants": result.invariants,
+        "stats": result.stats,
     })
     return checks
+
+
+def _without_run(example: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in example.items() if k != "run"}
+
+
+def campaign_checks(dataset: Dataset, results: dict[str, RunResult], anomalies: dict[str, Anomaly],
+                    latency: dict[str, Any] | None, engine: str) -> dict[str, Any]:
+    """checks.json of a campaign directory: the verdict over every run (false when one run is
+    invalid; else "unknown" when one is unknown or missing; else true), the anomalies and
+    invariants with the number of runs showing each, totals, and one entry per matrix cell."""
+    rs = list(results.values())
+    invalid = [r for r in rs if r.valid is False]
+    unknown = [r for r in rs if r.valid == "unknown"]
+    valid: bool | str = False if invalid else ("unknown" if unknown or dataset.missing else True)
+    checks: dict[str, Any] = {"valid": valid}
+    if valid == "unknown":
+        why = []
+        if unknown:
+            why.append(f"{len(unknown)} runs with an incomplete history (first: {unknown[0].run}: {unknown[0].reasons[0]})")
+        if dataset.missing:
+            first = next(iter(dataset.missing.items()))
+            why.append(f"{len(dataset.missing)} runs missing or unreadable (first: {first[1]})")
+        checks["reason"] = "; ".join(why)
+    invariants: dict[str, dict[str, Any]] = {}
+    for r in rs:
+        for name, entry in r.invariants.items():
+            agg = invariants.setdefault(name, {"count": 0, "runs": 0, "examples": []})
+            agg["count"] += entry["count"]
+            agg["runs"] += 1
+            for e in entry["examples"]:
+                if len(agg["examples"]) < EXAMPLES:
+                    agg["examples"].append({"run": r.run, **e})
+    totals = {name: sum(r.stats.get(name, 0) for r in rs) for name in COUNTS}
+    durations = sum(r.stats.get("duration_s", 0.0) for r in rs)
+    checks.update({
+        "engine": engine,
+        "runs": len(rs),
+        "events": totals["events"],
+        "anomalies": {name: {"count": a.count, "runs": len(a.per_run), "examples": a.examples} for name, a in anomalies.items()},
+        "invariants": dict(sorted(invariants.items())),
+        "stats": {
+            **totals,
+            "runs_valid": sum(1 for r in rs if r.valid is True), "runs_invalid": len(invalid), "runs_unknown": len(unknown),
+            "runs_missing": len(dataset.missing),
+            "throughput_rec_s": totals["acked"] / durations if durations > 0 else None,
+            "latency_ms": latency,
+            "offline_s": sum(r.stats.get("offline_s", 0) for r in rs),
+            "unavailable_s": sum(r.stats.get("unavailable_s", 0) for r in rs),
+        },
+        "cells": cells(dataset, rs),
+    })
+    if dataset.missing:
+        checks["missing_runs"] = dict(list(dataset.missing.items())[:20])
+    return checks
+
+
+def cells(dataset: Dataset, rs: list[RunResult]) -> list[dict[str, Any]]:
+    """One entry per matrix cell (runs without a results.parquet row form the cell {}): runs,
+    verdict counts, the runs showing each anomaly and invariant, acknowledged records, throughput
+    (acked / seconds of run time, over the cell's runs) and the worst run's latency figures."""
+    by_cell: dict[str, tuple[dict[str, Any], list[RunResult]]] = {}
+    for r in rs:
+        cell = dataset.cells.get(r.run, {})
+        key = repr(sorted(cell.items()))
+        by_cell.setdefault(key, (cell, []))[1].append(r)
+    out = []
+    for _, (cell, members) in sorted(by_cell.items()):
+        seconds = sum(r.stats.get("duration_s", 0.0) for r in members)
+        acked = sum(r.stats.get("acked", 0) for r in members)
+        invariant_names = sorted({n for r in members for n in r.invariants})
+        latencies = [r.stats["latency_ms"] for r in members if r.stats.get("latency_ms")]
+        out.append({
+            "cell": cell,
+            "runs": len(members),
+            "valid": sum(1 for r in members if r.valid is True),
+            "invalid": sum(1 for r in members if r.valid is False),
+            "unknown": sum(1 for r in members if r.valid == "unknown"),
+            "anomalies": {n: sum(1 for r in members if r.anomalies.get(n)) for n in NAMES},
+            "invariants": {n: sum(1 for r in members if n in r.invariants) for n in invariant_names},
+            "acked": acked,
+            "lost_writes": sum(r.anomalies.get("lost-write", 0) for r in members),
+            "throughput_rec_s": acked / seconds if seconds > 0 else None,
+            # Percentiles of different runs do not combine; the cell shows its worst run's.
+            "latency_ms": ({q: max(lat[q] for lat in latencies) for q in ("p50", "p99", "p999", "max")} if latencies else None),
+        })
+    return out
+
+
+def run_rows(dataset: Dataset, results: dict[str, RunResult]) -> list[dict[str, Any]]:
+    """runs.parquet's rows: one per run, with its seed and matrix cell (campaigns)."""
+    rows = []
+    for run, r in results.items():
+        latency = r.stats.get("latency_ms") or {}
+        row: dict[str, Any] = {"run": run, "seed": dataset.seeds.get(run)}
+        row.update({k: dataset.cells.get(run, {}).get(k) for k in dataset.matrix_keys})
+        row.update({
+            "valid": str(r.valid).lower(),
+            "reason": "; ".join(r.reasons) or None,
+            **{name: r.anomalies[name] for name in NAMES},
+            "invariants": sorted(r.invariants),
+            "spark_invariants": sorted(n for n, inv in r.invariants.items() if inv["source"] != "online"),
+            **{name: r.stats.get(name, 0) for name in COUNTS},
+            "lost_acks_all": r.stats.get("lost_by_acks", {}).get("all", 0),
+            "throughput_rec_s": r.stats.get("throughput_rec_s"),
+            "latency_p50_ms": latency.get("p50"), "latency_p99_ms": latency.get("p99"),
+            "latency_p999_ms": latency.get("p999"), "latency_max_ms": latency.get("max"),
+            "offline_s": r.stats.get("offline_s"), "unavailable_s": r.stats.get("unavailable_s"),
+        })
+        rows.append(row)
+    return rows

@@ -19,27 +19,35 @@ from pyspark.sql import functions as F
 GAP_EXAMPLES = 5
 
 
-def incomplete_reasons(history: DataFrame) -> list[str]:
-    """Why the history is incomplete; empty when it is not."""
-    reasons: list[str] = []
-    gaps = (history.groupBy("node", "incarnation")
+def incomplete_reasons(history: DataFrame) -> dict[str, list[str]]:
+    """Per run, why its history is incomplete; runs whose history is complete are absent."""
+    reasons: dict[str, list[str]] = {}
+    gaps = (history.groupBy("run", "node", "incarnation")
             .agg(F.min("node_seq").alias("first"), F.max("node_seq").alias("last"),
                  F.countDistinct("node_seq").alias("n"))
             .where((F.col("first") != 0) | (F.col("n") != F.col("last") + 1))
-            .orderBy("node", "incarnation").collect())
-    for g in gaps[:GAP_EXAMPLES]:
-        reasons.append(f"node_seq gap: node {g['node']} incarnation {g['incarnation']} has {g['n']} rows "
-                       f"numbered {g['first']}..{g['last']}")
-    if len(gaps) > GAP_EXAMPLES:
-        reasons.append(f"node_seq gap: {len(gaps) - GAP_EXAMPLES} more (node, incarnation) with gaps")
+            .orderBy("run", "node", "incarnation").collect())
+    per_run_gaps: dict[str, list] = {}
+    for g in gaps:
+        per_run_gaps.setdefault(g["run"], []).append(g)
+    for run, run_gaps in per_run_gaps.items():
+        for g in run_gaps[:GAP_EXAMPLES]:
+            reasons.setdefault(run, []).append(
+                f"node_seq gap: node {g['node']} incarnation {g['incarnation']} has {g['n']} rows numbered {g['first']}..{g['last']}")
+        if len(run_gaps) > GAP_EXAMPLES:
+            reasons[run].append(f"node_seq gap: {len(run_gaps) - GAP_EXAMPLES} more (node, incarnation) with gaps")
     done = (F.col("kind") == "final_read_done") & F.col("complete")
-    kinds = {r["kind"]: r["n"] for r in history.where(F.col("kind").isin("produce_send", "final_read") | done)
-             .groupBy("kind").agg(F.count(F.lit(1)).alias("n")).collect()}
-    if kinds.get("produce_send", 0) and not kinds.get("final_read", 0) and not kinds.get("final_read_done", 0):
-        reasons.append("no final read although records were produced (no final_read row, no complete "
-                       "final_read_done): the committed log at the end is unknown")
+    kinds = (history.where(F.col("kind").isin("produce_send", "final_read") | done)
+             .groupBy("run").pivot("kind", ["produce_send", "final_read", "final_read_done"])
+             .agg(F.count(F.lit(1))).collect())
+    for k in kinds:
+        if (k["produce_send"] or 0) and not (k["final_read"] or 0) and not (k["final_read_done"] or 0):
+            reasons.setdefault(k["run"], []).append(
+                "no final read although records were produced (no final_read row, no complete "
+                "final_read_done): the committed log at the end is unknown")
     unfinished = (history.where((F.col("kind") == "final_read_done") & ~F.col("complete"))
-                  .select("topic", "partition", "broker").distinct().orderBy("topic", "partition", "broker").collect())
+                  .select("run", "topic", "partition", "broker").distinct()
+                  .orderBy("run", "topic", "partition", "broker").collect())
     for u in unfinished:
-        reasons.append(f"final read incomplete: {u['topic']}-{u['partition']} from broker {u['broker']}")
-    return reasons
+        reasons.setdefault(u["run"], []).append(f"final read incomplete: {u['topic']}-{u['partition']} from broker {u['broker']}")
+    return dict(sorted(reasons.items()))

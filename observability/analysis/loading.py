@@ -1,21 +1,62 @@
-"""A run's history as one Spark DataFrame (contract.md, "`events/`: the history").
+"""What `kraftlab analyze` reads: one run directory, or a campaign directory of many, as one
+Spark DataFrame with a `run` column (contract.md, "`events/`: the history").
+
+A campaign is analyzed as one dataset, not run after run: every check groups by `run` (a single
+run is a dataset of one run), so the number of Spark jobs does not grow with the number of runs.
+
+Layouts:
+- a run directory: `RUN_DIR/events/*.parquet` (`run` is the directory's name);
+- a campaign directory: `CAMPAIGN_DIR/runs/<run>/events/*.parquet`, each `<run>` a run directory,
+  and optionally `CAMPAIGN_DIR/results.parquet` (one row per run: `run`, `seed`, one column per
+  matrix key named by its dotted path) naming the runs that should be there and their matrix cell.
 
 The input is checked before Spark sees it, so that bad input gets a message naming the path rather
-than a JVM error: the directory and `events/` exist, they hold complete files (names ending in
-`.parquet`; a file still being written has another name and is left out, as the writer promises),
-and each file's Parquet footer reads (a truncated or corrupt file has none). Spark's own failures
-while reading are caught too and re-raised with the files' directory.
+than a JVM error: the directories exist, they hold complete files (names ending in `.parquet`; a
+file still being written has another name and is left out, as the writer promises), and each
+file's Parquet footer reads (a truncated or corrupt file has none). In a campaign, a run whose
+history cannot be read is left out and reported (`missing`); only a campaign with no readable run
+at all is bad input. Spark's own failures while reading are caught and re-raised with the path.
 """
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
+import yaml
 
 from observability.history import history_files
 
 from .errors import AnalysisInputError
+
+# A run id must survive the trip through a file URI unchanged (Spark's `input_file_name` is
+# URI-encoded), so campaigns name run folders with these characters only.
+RUN_ID = re.compile(r"^[A-Za-z0-9._=,-]+$")
+# results.parquet columns that are not matrix keys (contract.md, "Campaign file").
+RESULT_COLUMNS = frozenset({"run", "seed", "status", "violations", "signature", "replay", "error", "traceback"})
+
+
+@dataclass
+class Dataset:
+    """The runs to analyze. Invariant: every run in `runs` has at least one readable history file
+    (`files[run]`); a run listed by results.parquet but not readable is in `missing`, with why."""
+
+    root: Path
+    campaign: bool
+    runs: dict[str, Path]  # run id -> run directory, sorted by id
+    files: dict[str, list[Path]]
+    missing: dict[str, str] = field(default_factory=dict)
+    # Per run: its matrix cell ({dotted key: value}) and seed, from results.parquet (campaigns).
+    cells: dict[str, dict[str, Any]] = field(default_factory=dict)
+    seeds: dict[str, int] = field(default_factory=dict)
+    matrix_keys: list[str] = field(default_factory=list)
+
+    @property
+    def all_files(self) -> list[Path]:
+        return [p for run in self.runs for p in self.files[run]]
 
 
 def event_files(run_dir: Path) -> list[Path]:
@@ -37,26 +78,109 @@ def event_files(run_dir: Path) -> list[Path]:
     return files
 
 
+def is_campaign(path: Path) -> bool:
+    path = Path(path)
+    return not (path / "events").is_dir() and ((path / "runs").is_dir() or (path / "results.parquet").is_file())
+
+
+def discover(path: Path) -> Dataset:
+    """The runs under `path` (a run or a campaign directory), their files checked."""
+    path = Path(path)
+    if not path.is_dir():
+        raise AnalysisInputError(f"{path}: no such directory (expected a run directory written by `kraftlab run` "
+                                 "or a campaign directory written by `kraftlab campaign`)")
+    if not is_campaign(path):
+        if not (path / "events").is_dir():
+            raise AnalysisInputError(f"{path / 'events'}: no events/ folder (expected a run directory with its "
+                                     "history, or a campaign directory with runs/ or results.parquet)")
+        return Dataset(path, False, {path.name: path}, {path.name: event_files(path)})
+    return _discover_campaign(path)
+
+
+def _discover_campaign(path: Path) -> Dataset:
+    cells, seeds, matrix_keys = _results(path)
+    runs_dir = path / "runs"
+    found = sorted(p for p in runs_dir.iterdir() if p.is_dir()) if runs_dir.is_dir() else []
+    dataset = Dataset(path, True, {}, {}, cells=cells, seeds=seeds, matrix_keys=matrix_keys)
+    for run_dir in found:
+        if not RUN_ID.match(run_dir.name):
+            dataset.missing[run_dir.name] = f"{run_dir}: run folder name not a run id (letters, digits, . _ = , - only)"
+            continue
+        try:
+            dataset.files[run_dir.name] = event_files(run_dir)
+            dataset.runs[run_dir.name] = run_dir
+        except AnalysisInputError as exc:
+            dataset.missing[run_dir.name] = str(exc)
+    for run in sorted(set(cells) - set(dataset.runs) - set(dataset.missing)):
+        dataset.missing[run] = f"{runs_dir / run}: listed in results.parquet, no run directory"
+    if not dataset.runs:
+        why = "; ".join(list(dataset.missing.values())[:3]) or f"{runs_dir}: no run directories"
+        raise AnalysisInputError(f"{path}: a campaign directory with no run to analyze ({why})")
+    return dataset
+
+
+def _results(path: Path) -> tuple[dict[str, dict[str, Any]], dict[str, int], list[str]]:
+    """Each run's matrix cell and seed from results.parquet (absent: no cells), and the matrix
+    keys: those of `campaign.yaml`'s `matrix` when the campaign left its file there, else the
+    results columns named by a dotted path."""
+    results = path / "results.parquet"
+    if not results.is_file():
+        return {}, {}, []
+    try:
+        rows = pq.read_table(results).to_pylist()
+    except Exception as exc:
+        raise AnalysisInputError(f"{results}: not a readable Parquet file ({exc})") from None
+    if rows and "run" not in rows[0]:
+        raise AnalysisInputError(f"{results}: no `run` column (expected one row per run: run, seed, matrix keys)")
+    keys = _matrix_keys(path, list(rows[0]) if rows else [])
+    cells = {str(r["run"]): {k: r.get(k) for k in keys} for r in rows}
+    seeds = {str(r["run"]): r["seed"] for r in rows if r.get("seed") is not None}
+    return cells, seeds, keys
+
+
+def _matrix_keys(path: Path, columns: list[str]) -> list[str]:
+    campaign = path / "campaign.yaml"
+    if campaign.is_file():
+        try:
+            matrix = (yaml.safe_load(campaign.read_text()) or {}).get("matrix") or {}
+        except yaml.YAMLError as exc:
+            raise AnalysisInputError(f"{campaign}: not YAML ({exc})") from None
+        return [k for k in matrix if k in columns]
+    return [c for c in columns if "." in c and c not in RESULT_COLUMNS and not c.startswith("stats.")]
+
+
 # The columns the checks read; the files have about a hundred (every kind's), and caching only
 # these keeps the cache, and every scan of it, small.
 COLUMNS = ("time_ms", "node", "incarnation", "node_seq", "kind", "producer", "sequence", "topic", "partition",
            "acks", "outcome", "offset", "latency_ms", "consumer", "poll", "broker", "complete",
            # windows.py: partition states and faults
-           "leader", "isr", "metadata_offset", "fault", "target")
+           "leader", "isr", "metadata_offset", "fault", "target",
+           # invariants.py: metadata, elections, brokers and the quorum
+           "leader_epoch", "partition_epoch", "replicas", "elr", "min_isr", "election_kind", "epoch", "fenced",
+           "clean")
 
 
-def load_history(spark, run_dir: Path):
-    """Every row of the run's history (the columns the checks read), as one DataFrame, cached:
-    every check reads it again."""
+def load_history(spark, dataset: Dataset):
+    """Every row of every run's history (the columns the checks read, and `run`), as one
+    DataFrame, cached: every check reads it again."""
     from py4j.protocol import Py4JError
     from pyspark.errors import PySparkException
+    from pyspark.sql import functions as F
 
-    files = event_files(run_dir)
     try:
-        df = spark.read.parquet(*[str(p) for p in files]).select(*COLUMNS).cache()
+        df = spark.read.parquet(*[str(p) for p in dataset.all_files])
+        present = set(df.columns)
+        # A column no file of this dataset has (a kind that never happened) reads as null.
+        cols = [F.col(c) if c in present else F.lit(None).alias(c) for c in COLUMNS]
+        if dataset.campaign:
+            run = F.regexp_extract(F.input_file_name(), r"/runs/([^/]+)/events/[^/]+$", 1)
+        else:
+            run = F.lit(next(iter(dataset.runs)))
+        df = df.select(run.alias("run"), *cols).cache()
         df.count()  # read every file now, so that a bad page fails here, named, not in a check
     except (PySparkException, Py4JError) as exc:
-        raise AnalysisInputError(f"{Path(run_dir) / 'events'}: Spark could not read the history ({_java_reason(exc)})") from None
+        where = dataset.root if dataset.campaign else dataset.root / "events"
+        raise AnalysisInputError(f"{where}: Spark could not read the history ({_java_reason(exc)})") from None
     return df
 
 

@@ -9,6 +9,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 
 def write_json_atomically(path: Path, value: Any) -> None:
     path = Path(path)
@@ -19,6 +22,20 @@ def write_json_atomically(path: Path, value: Any) -> None:
         with os.fdopen(fd, "w") as f:
             json.dump(value, f, indent=2, sort_keys=False)
             f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_table_atomically(path: Path, rows: list[dict[str, Any]]) -> None:
+    """`rows` as one Parquet file (types inferred), written under a temporary name and renamed."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+    os.close(fd)
+    try:
+        pq.write_table(pa.Table.from_pylist(rows), tmp)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -2,8 +2,9 @@
 figures derived from them (`throughput_rec_s`, `offline_s`, `unavailable_s` in checks.json
 `stats`), as shallow DataFrame jobs: groupBy, window functions, joins, no Python UDF.
 
-One row per second of run time, `second` = floor(time_ms / 1000), from 0 to the last second of the
-history (every second present, empty ones too):
+One row per run and second of run time, `second` = floor(time_ms / 1000), from 0 to the last
+second of that run's history (every second present, empty ones too); `run` names the run
+(loading.py: a campaign is one dataset):
 
 - `acked`, `acked_per_s`: records acknowledged with outcome ok whose `produce_ack` falls in it;
 - `latency_p50_ms`, `latency_p99_ms`, `latency_p999_ms`, `latency_max_ms`: of those acks'
@@ -30,6 +31,7 @@ from pyspark.sql import functions as F
 WINDOW_MS = 1000
 
 SCHEMA = pa.schema([
+    ("run", pa.string()),
     ("second", pa.int64()),
     ("acked", pa.int64()),
     ("acked_per_s", pa.float64()),
@@ -68,53 +70,60 @@ def min_isr_rule(run_dir: Path) -> tuple[int, dict[str, int]]:
     return default, per_topic
 
 
+def min_isr_tables(spark, runs: dict[str, Path]) -> tuple[DataFrame, DataFrame]:
+    """`min_isr_rule` of every run, as two small DataFrames: (run, run_min_isr) and
+    (run, topic, topic_min_isr)."""
+    defaults, overrides = [], []
+    for run, run_dir in runs.items():
+        default, per_topic = min_isr_rule(run_dir)
+        defaults.append((run, default))
+        overrides.extend((run, topic, value) for topic, value in sorted(per_topic.items()))
+    return (spark.createDataFrame(defaults, "run string, run_min_isr long"),
+            spark.createDataFrame(overrides, "run string, topic string, topic_min_isr long"))
+
+
 def partition_states(history: DataFrame) -> DataFrame:
-    """Each committed partition record, once, with the span of time it holds: (topic, partition,
-    leader, isr, time_ms, until_ms; until null for the last).
+    """Each committed partition record, once, with the span of time it holds: (run, topic,
+    partition, leader, isr, time_ms, until_ms; until null for the last).
 
     Every controller voter writes a `partition_change` row for each committed partition record, at
     slightly different times; the record is the same (same `metadata_offset`). Rows are deduped on
     (topic, partition, metadata_offset), keeping the earliest time: the first moment any voter
     knew the record committed."""
     changes = (history.where(F.col("kind") == "partition_change")
-               .groupBy("topic", "partition", "metadata_offset")
+               .groupBy("run", "topic", "partition", "metadata_offset")
                .agg(F.min_by(F.struct("leader", "isr"), F.struct("time_ms", "node")).alias("s"),
                     F.min("time_ms").alias("time_ms"))
-               .select("topic", "partition", "metadata_offset", "time_ms", "s.leader", "s.isr"))
-    order = Window.partitionBy("topic", "partition").orderBy("metadata_offset")
+               .select("run", "topic", "partition", "metadata_offset", "time_ms", "s.leader", "s.isr"))
+    order = Window.partitionBy("run", "topic", "partition").orderBy("metadata_offset")
     return changes.withColumn("until_ms", F.lead("time_ms").over(order))
 
 
-def partition_windows(history: DataFrame, run_dir: Path, last_second: int) -> DataFrame:
-    """Per second: partitions with no leader, and partitions with size(isr) < min.insync.replicas
-    (`min_isr_rule`), in the state committed at the end of the window (the last change at a time
-    before (second + 1) * 1000). A partition not yet created at the end of a window counts in
-    neither."""
-    spark = history.sparkSession
-    default, per_topic = min_isr_rule(run_dir)
-    states = partition_states(history)
+def partition_windows(history: DataFrame, runs: dict[str, Path], last: DataFrame) -> DataFrame:
+    """Per run and second: partitions with no leader, and partitions with size(isr) <
+    min.insync.replicas (`min_isr_rule`), in the state committed at the end of the window (the last
+    change at a time before (second + 1) * 1000). A partition not yet created at the end of a
+    window counts in neither. `last`: (run, last_second)."""
+    defaults, overrides = min_isr_tables(history.sparkSession, runs)
+    states = partition_states(history).join(F.broadcast(last), "run")
     # The windows whose end the state holds at: time_ms < (w + 1) * 1000 <= until_ms.
     first = F.floor(F.col("time_ms") / WINDOW_MS).cast("long")
-    last = F.when(F.col("until_ms").isNull(), F.lit(last_second)).otherwise(
+    end = F.when(F.col("until_ms").isNull(), F.col("last_second")).otherwise(
         F.floor(F.col("until_ms") / WINDOW_MS).cast("long") - 1)
-    spans = states.withColumn("lo", first).withColumn("hi", F.least(last, F.lit(last_second)))
+    spans = states.withColumn("lo", first).withColumn("hi", F.least(end, F.col("last_second")))
     spans = spans.where(F.col("hi") >= F.col("lo"))  # changed again within the same second
-    per_second = spans.select("topic", "partition", "leader", "isr",
-                              F.explode(F.sequence("lo", "hi")).alias("second"))
-    if per_topic:
-        overrides = spark.createDataFrame(sorted(per_topic.items()), "topic string, topic_min_isr long")
-        per_second = per_second.join(F.broadcast(overrides), "topic", "left")
-        min_isr = F.coalesce(F.col("topic_min_isr"), F.lit(default))
-    else:
-        min_isr = F.lit(default)
-    return (per_second.groupBy("second")
+    per_second = (spans.select("run", "topic", "partition", "leader", "isr", F.explode(F.sequence("lo", "hi")).alias("second"))
+                  .join(F.broadcast(overrides), ["run", "topic"], "left")
+                  .join(F.broadcast(defaults), "run", "left"))
+    min_isr = F.coalesce(F.col("topic_min_isr"), F.col("run_min_isr"), F.lit(1))
+    return (per_second.groupBy("run", "second")
             .agg(F.sum(F.col("leader").isNull().cast("long")).alias("partitions_offline"),
                  F.sum((F.size("isr") < min_isr).cast("long")).alias("partitions_under_min_isr")))
 
 
 def fault_intervals(history: DataFrame) -> DataFrame:
-    """Each fault the driver applied, with its span (start_ms, end_ms; end null: still active at
-    the end of the history, so it lasts to the end).
+    """Each fault the driver applied, with its span (run, start_ms, end_ms; end null: still active
+    at the end of the history, so it lasts to the end).
 
     Matching rule: a fault ends at the first later `fault` row (in the driver's order: time_ms,
     then node_seq) that undoes it. `crash_process`, `crash_os`, `crash_disk` and `shutdown` of
@@ -122,7 +131,7 @@ def fault_intervals(history: DataFrame) -> DataFrame:
     `heal` of a node the fault's target names (`b3` for isolate; any node of `b1,c1|b2,b3`; either
     end of `b1->b2`), since healing a node removes every network fault touching it. (A partition
     healed for one of its nodes may still cut the others: it is counted as ended.)"""
-    rows = history.where(F.col("kind") == "fault").select("time_ms", "node_seq", "fault", "target")
+    rows = history.where(F.col("kind") == "fault").select("run", "time_ms", "node_seq", "fault", "target")
     starts = rows.where(F.col("fault").isin(*NODE_FAULTS, *NETWORK_FAULTS)).alias("s")
     ends = rows.where(F.col("fault").isin("restart", "heal")).alias("e")
     later = ((F.col("e.time_ms") > F.col("s.time_ms"))
@@ -132,47 +141,50 @@ def fault_intervals(history: DataFrame) -> DataFrame:
         | (F.col("s.fault").isin(*NETWORK_FAULTS) & (F.col("e.fault") == "heal")
            & ((F.col("e.target") == "all")
               | F.array_contains(F.split(F.col("s.target"), r"\||,|->"), F.col("e.target")))))
-    return (starts.join(ends, later & undoes, "left")
-            .groupBy(F.col("s.time_ms").alias("start_ms"), F.col("s.node_seq").alias("node_seq"),
+    return (starts.join(ends, (F.col("e.run") == F.col("s.run")) & later & undoes, "left")
+            .groupBy(F.col("s.run").alias("run"), F.col("s.time_ms").alias("start_ms"), F.col("s.node_seq").alias("node_seq"),
                      F.col("s.fault").alias("fault"), F.col("s.target").alias("target"))
             .agg(F.min("e.time_ms").alias("end_ms")))
 
 
-def fault_windows(history: DataFrame, last_second: int) -> DataFrame:
-    """Per second: faults active at some moment of [second, second + 1) s, i.e. start < window end
-    and end > window start (a fault undone at the very ms it started counts in that one window)."""
-    faults = fault_intervals(history)
+def fault_windows(history: DataFrame, last: DataFrame) -> DataFrame:
+    """Per run and second: faults active at some moment of [second, second + 1) s, i.e. start <
+    window end and end > window start (a fault undone at the very ms it started counts in that one
+    window)."""
+    faults = fault_intervals(history).join(F.broadcast(last), "run")
     lo = F.floor(F.col("start_ms") / WINDOW_MS).cast("long")
-    hi = F.when(F.col("end_ms").isNull(), F.lit(last_second)).otherwise(
+    hi = F.when(F.col("end_ms").isNull(), F.col("last_second")).otherwise(
         F.greatest(F.ceil(F.col("end_ms") / WINDOW_MS).cast("long") - 1, lo))
-    spans = faults.withColumn("lo", lo).withColumn("hi", F.least(hi, F.lit(last_second)))
+    spans = faults.withColumn("lo", lo).withColumn("hi", F.least(hi, F.col("last_second")))
     return (spans.where(F.col("hi") >= F.col("lo"))
-            .select(F.explode(F.sequence("lo", "hi")).alias("second"))
-            .groupBy("second").agg(F.count(F.lit(1)).alias("faults_active")))
+            .select("run", F.explode(F.sequence("lo", "hi")).alias("second"))
+            .groupBy("run", "second").agg(F.count(F.lit(1)).alias("faults_active")))
 
 
 def ack_windows(history: DataFrame) -> DataFrame:
-    """Per second with acks: records acknowledged ok, and their latencies (exact percentiles:
-    Spark's `percentile`, linear interpolation)."""
+    """Per run and second with acks: records acknowledged ok, and their latencies (exact
+    percentiles: Spark's `percentile`, linear interpolation)."""
     return (history.where((F.col("kind") == "produce_ack") & (F.col("outcome") == "ok"))
             .withColumn("second", F.floor(F.col("time_ms") / WINDOW_MS).cast("long"))
-            .groupBy("second")
+            .groupBy("run", "second")
             .agg(F.count(F.lit(1)).alias("acked"),
                  F.expr("percentile(latency_ms, array(0.5, 0.99, 0.999))").alias("p"),
                  F.max("latency_ms").alias("latency_max_ms")))
 
 
-def compute_windows(history: DataFrame, run_dir: Path) -> tuple[list[dict[str, Any]], float]:
-    """The window rows, ordered by second, and the history's duration in seconds
-    (max time_ms / 1000: run time starts at 0)."""
-    spark = history.sparkSession
-    last_ms = history.agg(F.max("time_ms")).first()[0] or 0.0
-    last_second = int(last_ms // WINDOW_MS)
-    seconds = spark.range(0, last_second + 1).withColumnRenamed("id", "second")
-    df = (seconds.join(ack_windows(history), "second", "left")
-          .join(partition_windows(history, run_dir, last_second), "second", "left")
-          .join(fault_windows(history, last_second), "second", "left")
-          .select(F.col("second").cast("long"),
+def compute_windows(history: DataFrame, runs: dict[str, Path]) -> tuple[DataFrame, dict[str, float]]:
+    """The windows of every run (a DataFrame with SCHEMA's columns, cached), and each run's
+    duration in seconds (max time_ms / 1000: run time starts at 0)."""
+    durations = {r["run"]: float(r["last_ms"] or 0.0) / 1000.0
+                 for r in history.groupBy("run").agg(F.max("time_ms").alias("last_ms")).collect()}
+    last = (history.groupBy("run").agg(F.max("time_ms").alias("last_ms"))
+            .select("run", F.floor(F.coalesce(F.col("last_ms"), F.lit(0.0)) / WINDOW_MS).cast("long").alias("last_second")))
+    seconds = last.select("run", F.explode(F.sequence(F.lit(0).cast("long"), F.col("last_second"))).alias("second"))
+    keys = ["run", "second"]
+    df = (seconds.join(ack_windows(history), keys, "left")
+          .join(partition_windows(history, runs, last), keys, "left")
+          .join(fault_windows(history, last), keys, "left")
+          .select("run", F.col("second").cast("long"),
                   F.coalesce(F.col("acked"), F.lit(0)).cast("long").alias("acked"),
                   (F.coalesce(F.col("acked"), F.lit(0)) / F.lit(WINDOW_MS / 1000)).cast("double").alias("acked_per_s"),
                   F.col("p")[0].cast("double").alias("latency_p50_ms"),
@@ -182,34 +194,52 @@ def compute_windows(history: DataFrame, run_dir: Path) -> tuple[list[dict[str, A
                   F.coalesce(F.col("partitions_offline"), F.lit(0)).cast("long").alias("partitions_offline"),
                   F.coalesce(F.col("partitions_under_min_isr"), F.lit(0)).cast("long").alias("partitions_under_min_isr"),
                   F.coalesce(F.col("faults_active"), F.lit(0)).cast("long").alias("faults_active"))
-          .orderBy("second"))
-    rows = [r.asDict() for r in df.collect()]
-    return rows, float(last_ms) / 1000.0
+          .cache())
+    return df, durations
 
 
-def window_stats(rows: list[dict[str, Any]], duration_s: float) -> dict[str, Any]:
-    """checks.json's overall figures from the windows:
+def window_stats(windows: DataFrame, durations: dict[str, float]) -> dict[str, dict[str, Any]]:
+    """Per run, checks.json's overall figures from the windows:
     `throughput_rec_s`: records acknowledged ok / the history's duration in seconds (max time_ms /
     1000; null for a history of zero duration);
     `offline_s`: seconds (windows) with at least one partition offline at their end;
     `unavailable_s`: seconds with at least one partition offline or under MinISR."""
-    acked = sum(r["acked"] for r in rows)
-    return {
-        "throughput_rec_s": acked / duration_s if duration_s > 0 else None,
-        "offline_s": sum(1 for r in rows if r["partitions_offline"] > 0),
-        "unavailable_s": sum(1 for r in rows if r["partitions_offline"] > 0 or r["partitions_under_min_isr"] > 0),
-    }
+    rows = windows.groupBy("run").agg(
+        F.sum("acked").alias("acked"),
+        F.sum((F.col("partitions_offline") > 0).cast("long")).alias("offline_s"),
+        F.sum(((F.col("partitions_offline") > 0) | (F.col("partitions_under_min_isr") > 0)).cast("long")).alias("unavailable_s"),
+    ).collect()
+    stats = {}
+    for r in rows:
+        duration_s = durations.get(r["run"], 0.0)
+        stats[r["run"]] = {
+            "throughput_rec_s": r["acked"] / duration_s if duration_s > 0 else None,
+            "offline_s": int(r["offline_s"]),
+            "unavailable_s": int(r["unavailable_s"]),
+        }
+    return stats
 
 
-def write_parquet_atomically(path: Path, rows: list[dict[str, Any]]) -> None:
-    """`rows` as one Parquet file, written under a temporary name in the same folder and renamed."""
+BATCH_ROWS = 65536
+
+
+def write_windows(path: Path, windows: DataFrame) -> None:
+    """The windows, ordered by run and second, as one Parquet file, streamed from Spark in
+    batches (a campaign's windows need not fit in the driver's memory), written under a temporary
+    name in the same folder and renamed."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    table = pa.Table.from_pylist(rows, schema=SCHEMA)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
     os.close(fd)
     try:
-        pq.write_table(table, tmp)
+        with pq.ParquetWriter(tmp, SCHEMA) as writer:
+            batch: list[dict[str, Any]] = []
+            for row in windows.orderBy("run", "second").toLocalIterator():
+                batch.append(row.asDict())
+                if len(batch) >= BATCH_ROWS:
+                    writer.write_table(pa.Table.from_pylist(batch, schema=SCHEMA))
+                    batch = []
+            writer.write_table(pa.Table.from_pylist(batch, schema=SCHEMA))
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

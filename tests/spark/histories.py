@@ -24,13 +24,13 @@ class History:
         self.clock = 0.0
         self.polls: dict[str, int] = defaultdict(int)
 
-    def add(self, node: str, event, *, skip_seq: int = 0, at: float | None = None) -> History:
+    def add(self, node: str, event, *, skip_seq: int = 0, at: float | None = None, incarnation: int = 0) -> History:
         """`skip_seq`: leave that many `node_seq` numbers out first (lost rows); `at`: the row's
-        time_ms (default: 1 ms after the previous row)."""
-        key = (node, 0)
+        time_ms (default: 1 ms after the previous row); `incarnation`: the node's (0: its first start)."""
+        key = (node, incarnation)
         self.next_seq[key] += skip_seq
         self.clock = at if at is not None else self.clock + 1.0
-        self.records.append(EventRecord(self.clock, node, 0, self.next_seq[key], event))
+        self.records.append(EventRecord(self.clock, node, incarnation, self.next_seq[key], event))
         self.next_seq[key] += event.row_count
         return self
 

@@ -174,9 +174,12 @@ def test_an_incomplete_final_read_makes_the_verdict_unknown(spark, tmp_path):
     assert "final read incomplete: t-0 from broker 1" in checks["reason"]
 
 
-def test_invariant_violations_come_from_the_summary_and_make_the_history_invalid(spark, tmp_path):
+def test_online_invariant_violations_from_the_summary_make_the_history_invalid(spark, tmp_path):
+    # LeaderCompleteness needs each replica's log replayed: Spark does not re-check it, the
+    # run's own online checker did (summary.json), and checks.json says so.
     summary = {"violations": [{"invariant": "LeaderCompleteness", "at_ms": 12.5, "detail": "t-0: ...", "count": 3}]}
     checks = analyze(spark, clean(), tmp_path, summary)
     assert counts(checks) == only("lost-write", 0)
-    assert checks["invariants"] == {"LeaderCompleteness": {"count": 3, "examples": [{"at_ms": 12.5, "detail": "t-0: ..."}]}}
+    assert checks["invariants"] == {"LeaderCompleteness": {"count": 3, "examples": [{"at_ms": 12.5, "detail": "t-0: ..."}],
+                                                           "source": "online"}}
     assert checks["valid"] is False

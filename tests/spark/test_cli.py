@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from observability.analysis.errors import AnalysisInputError
-from observability.analysis.loading import load_history
+from observability.analysis.loading import discover, load_history
 
 from .histories import clean
 
@@ -41,7 +41,7 @@ def truncated_history(run_dir: Path) -> Path:
 
 
 def test_no_such_directory(tmp_path):
-    assert_input_error(analyze_cli(tmp_path / "nope"), tmp_path / "nope", "no such run directory")
+    assert_input_error(analyze_cli(tmp_path / "nope"), tmp_path / "nope", "no such directory")
 
 
 def test_no_events_folder(tmp_path):
@@ -71,7 +71,7 @@ def test_a_corrupt_page_that_spark_finds_is_named_too(spark, tmp_path):
         data[4:68] = b"\xff" * 64  # the first column chunk (time_ms, read by every check), not the footer
         path.write_bytes(bytes(data))
     with pytest.raises(AnalysisInputError, match="Spark could not read the history") as caught:
-        load_history(spark, run_dir)
+        load_history(spark, discover(run_dir))
     assert str(run_dir / "events") in str(caught.value)
 
 

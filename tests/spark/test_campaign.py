@@ -1,0 +1,83 @@
+"""A campaign directory analyzed as one dataset (observability/analysis/loading.py): results per
+run (runs.parquet), per matrix cell (checks.json `cells`), a run listed but missing, and a
+campaign with nothing readable (bad input)."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from observability.analysis.analyze import analyze_run
+
+from .histories import History, clean, produced
+from .test_cli import analyze_cli, assert_input_error, truncated_history
+
+ELR = "cluster.protocol.elr"
+
+
+def lost_one() -> History:
+    """Five records acknowledged, the final read holds four: one lost write."""
+    return produced().final(0, range(4)).final_done()
+
+
+def campaign(root) -> None:
+    for run, history in (("elr-on-1", clean()), ("elr-on-2", clean()), ("elr-off-1", lost_one())):
+        history.write(root / "runs" / run)
+    rows = [{"run": "elr-on-1", "seed": 1, ELR: True, "status": "ok"},
+            {"run": "elr-on-2", "seed": 2, ELR: True, "status": "ok"},
+            {"run": "elr-off-1", "seed": 1, ELR: False, "status": "violation"},
+            {"run": "elr-off-2", "seed": 2, ELR: False, "status": "ok"}]  # listed, never written
+    pq.write_table(pa.Table.from_pylist(rows), root / "results.parquet")
+
+
+@pytest.fixture(scope="module")
+def analyzed(spark, tmp_path_factory):
+    root = tmp_path_factory.mktemp("campaign")
+    campaign(root)
+    checks, _ = analyze_run(root, engine="local", spark=spark)
+    assert json.loads((root / "analysis" / "checks.json").read_text()) == checks
+    return root, checks
+
+
+def test_the_verdict_covers_every_run(analyzed):
+    _, checks = analyzed
+    assert checks["runs"] == 3 and checks["valid"] is False  # one run lost a write
+    assert checks["anomalies"]["lost-write"] == {
+        "count": 1, "runs": 1,
+        "examples": [{"run": "elr-off-1", "producer": "p1", "sequence": 4, "topic": "t", "partition": 0, "offset": 4, "acks": "all"}]}
+    assert checks["stats"]["acked"] == 15 and checks["stats"]["runs_valid"] == 2 and checks["stats"]["runs_invalid"] == 1
+    assert checks["stats"]["runs_missing"] == 1
+    assert "elr-off-2" in checks["missing_runs"] and "no run directory" in checks["missing_runs"]["elr-off-2"]
+
+
+def test_results_per_matrix_cell(analyzed):
+    _, checks = analyzed
+    by_cell = {c["cell"][ELR]: c for c in checks["cells"]}
+    assert set(by_cell) == {True, False}
+    on, off = by_cell[True], by_cell[False]
+    assert (on["runs"], on["valid"], on["invalid"], on["unknown"]) == (2, 2, 0, 0)
+    assert (off["runs"], off["valid"], off["invalid"]) == (1, 0, 1)
+    assert on["anomalies"]["lost-write"] == 0 and off["anomalies"]["lost-write"] == 1 and off["lost_writes"] == 1
+    assert on["acked"] == 10 and off["acked"] == 5
+
+
+def test_one_row_per_run_and_windows_per_run(analyzed):
+    root, _ = analyzed
+    rows = {r["run"]: r for r in pq.read_table(root / "analysis" / "runs.parquet").to_pylist()}
+    assert set(rows) == {"elr-on-1", "elr-on-2", "elr-off-1"}
+    assert rows["elr-off-1"][ELR] is False and rows["elr-off-1"]["seed"] == 1
+    assert rows["elr-off-1"]["valid"] == "false" and rows["elr-off-1"]["lost-write"] == 1 and rows["elr-off-1"]["lost_acks_all"] == 1
+    assert rows["elr-on-1"]["valid"] == "true" and rows["elr-on-1"]["acked"] == 5
+    windows = pq.read_table(root / "analysis" / "windows.parquet").to_pylist()
+    assert {w["run"] for w in windows} == set(rows)
+    assert sum(w["acked"] for w in windows if w["run"] == "elr-on-2") == 5
+
+
+def test_a_campaign_with_no_readable_run_is_bad_input(tmp_path):
+    truncated_history(tmp_path / "runs" / "r1")
+    result = analyze_cli(tmp_path)
+    assert_input_error(result, tmp_path, "a campaign directory with no run to analyze")
+    assert "not a readable Parquet file" in " ".join(result.stderr.split())
