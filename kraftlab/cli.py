@@ -185,6 +185,7 @@ def _print_checks(checks: dict, timings: dict[str, float], path: Path) -> None:
     for name, inv in checks["invariants"].items():
         out.print(f"[red]invariant[/] {name}: {inv['count']:,} ({checks['stats']['invariants_source']})", highlight=False)
     out.print(f"Spark start {timings['spark_start_s']:.1f} s, total {timings['total_s']:.1f} s; checks: {path}", highlight=False)
+    out.print(f"report: {path.parent / 'report.html'}", highlight=False)
 
 
 @main.command()

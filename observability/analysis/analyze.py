@@ -9,6 +9,7 @@ from typing import Any
 from .checks import compute_checks
 from .loading import event_files, load_history
 from .output import write_json_atomically
+from .report import write_report
 from .session import start_local
 from .windows import compute_windows, window_stats, write_parquet_atomically
 
@@ -41,5 +42,8 @@ def analyze_run(run_dir: Path, out_dir: Path | None = None, engine: str = "local
             spark.stop()
     write_parquet_atomically(out_dir / "windows.parquet", windows)
     write_json_atomically(out_dir / "checks.json", checks)
+    report_started = time.perf_counter()
+    write_report(out_dir, run_dir)  # report.html and its PNGs, from the two files just written
+    timings["report_s"] = time.perf_counter() - report_started
     timings["total_s"] = time.perf_counter() - started
     return checks, timings
