@@ -192,6 +192,7 @@ def _print_checks(checks: dict, timings: dict[str, float], path: Path) -> None:
     if campaign:
         _print_cells(checks["cells"])
     out.print(f"Spark start {timings['spark_start_s']:.1f} s, total {timings['total_s']:.1f} s; checks: {path}", highlight=False)
+    out.print(f"report: {path.parent / 'report.html'}", highlight=False)
 
 
 def _print_cells(cells: list[dict]) -> None:

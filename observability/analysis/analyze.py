@@ -12,6 +12,7 @@ from .anomalies import HistoryViews
 from .checks import campaign_checks, compute_run_results, overall_latency, run_checks, run_rows
 from .loading import discover, load_history
 from .output import write_json_atomically, write_table_atomically
+from .report import write_report
 from .session import start_local
 from .windows import compute_windows, window_stats, write_windows
 
@@ -54,6 +55,10 @@ def analyze_run(run_dir: Path, out_dir: Path | None = None, engine: str = "local
     if dataset.campaign:
         write_table_atomically(out_dir / "runs.parquet", run_rows(dataset, results))
     write_json_atomically(out_dir / "checks.json", checks)
+    report_started = time.perf_counter()
+    # report.html and its PNGs, from the files just written (and a single run's partition states)
+    write_report(out_dir, None if dataset.campaign else run_dir)
+    timings["report_s"] = time.perf_counter() - report_started
     timings["total_s"] = time.perf_counter() - started
     return checks, timings
 

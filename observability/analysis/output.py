@@ -14,14 +14,18 @@ import pyarrow.parquet as pq
 
 
 def write_json_atomically(path: Path, value: Any) -> None:
+    write_bytes_atomically(path, (json.dumps(value, indent=2, sort_keys=False) + "\n").encode("utf-8"))
+
+
+def write_bytes_atomically(path: Path, data: bytes) -> None:
+    """`data` as the whole file, renamed into place once written (checks.json, the report)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     # Same directory as the target: os.replace is atomic only within one file system.
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
     try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(value, f, indent=2, sort_keys=False)
-            f.write("\n")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
