@@ -111,7 +111,9 @@ def scenarios() -> None:
 @click.option("--runtime", type=click.Choice(["ray", "sim"]), default="ray", show_default=True, help="ray: an embedded local Ray (or --address); sim: the simulator, in a second.")
 @click.option("--address", default=None, help="Ray cluster to join; default RAY_ADDRESS, else an embedded local Ray.")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None, help="Folder for the two run directories (default runs/demo-<time>/).")
-def demo(runtime: str, address: str | None, out_dir: Path | None) -> None:
+@click.option("--analyze/--no-analyze", "analyze_too", default=True, show_default=True, help="End with `kraftlab analyze` of both histories (Spark).")
+@click.option("--engine", type=click.Choice(["raydp", "local"]), default=None, help="Spark for the analysis: raydp (default with --runtime ray) or local (default with --runtime sim).")
+def demo(runtime: str, address: str | None, out_dir: Path | None, analyze_too: bool, engine: str | None) -> None:
     """The default job: Last Replica Standing under load, ELR on vs off, compared."""
     if out_dir is not None and out_dir.exists() and any(out_dir.iterdir()):
         _input_error(f"--out {out_dir}: the folder exists and is not empty")
@@ -124,6 +126,10 @@ def demo(runtime: str, address: str | None, out_dir: Path | None) -> None:
             progress.update(tasks[variant], completed=index, total=steps, step=kind)
 
         rows = demo_mod.run_demo(runtime=runtime, address=address, out_root=out_dir, on_progress=on_progress)
+    if analyze_too:
+        engine = engine or ("raydp" if runtime == "ray" else "local")
+        with out.status(f"analyzing both histories with Spark ({engine})…"):
+            rows = demo_mod.analyze_demo(rows, engine, address)
     table = Table("", "acked", "lost", "offline s", "unavail. s", "rec/s", "p99 ms", "as expected")
     for r in rows:
         p99 = "-" if r.p99_ms is None else f"{r.p99_ms:,.0f}"
@@ -133,10 +139,19 @@ def demo(runtime: str, address: str | None, out_dir: Path | None) -> None:
     out.print("lost: acknowledged (acks=all) records missing from the log at the end; unavail.: offline or ISR below "
               "min.insync.replicas (acks=all refused); rec/s: acknowledged per second of load; p99: produce latency, "
               "handed over -> acknowledged.", highlight=False, style="dim")
+    if analyze_too:
+        history = Table("", "history (Spark)", "anomalies found in the history (records)")
+        for r in rows:
+            valid = {True: "[green]valid[/]", False: "[red]INVALID[/]"}.get(r.analysis["valid"], "[yellow]unknown[/]")
+            history.add_row(r.variant, valid, ", ".join(f"{n} {c:,}" for n, c in r.anomalies().items()) or "none")
+        out.print(history)
+        out.print("`kraftlab analyze` of each run's event history: the Jepsen-style anomalies of contract.md, records "
+                  "by identity (producer, sequence), counted by Spark.", highlight=False, style="dim")
     out.print("ELR keeps broker 2, which has every acknowledged record, as the only leader candidate and waits for it; "
               "without ELR the crashed leader is elected again, sooner, with the records its host lost.", highlight=False)
     for r in rows:
-        out.print(f"{r.variant}: {r.run_dir}", highlight=False)
+        report = r.run_dir / "analysis" / "report.html"
+        out.print(f"{r.variant}: {r.run_dir}" + (f"  (report: {report})" if r.analysis is not None else ""), highlight=False)
         for problem in r.problems:
             out.print(f"  [red]not as expected:[/] {problem}", highlight=False)
     sys.exit(0 if all(r.ok for r in rows) else 1)

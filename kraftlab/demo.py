@@ -41,6 +41,14 @@ class DemoRow:
     run_dir: Path
     # Why `ok` is False: failed steps, expected violations not seen, violations not expected.
     problems: tuple[str, ...] = ()
+    # Spark's verdict on the run's history (`kraftlab analyze`'s checks.json), once analyzed.
+    analysis: dict[str, Any] | None = None
+
+    def anomalies(self) -> dict[str, int]:
+        """The anomalies Spark found in the history, by name (those with a count only)."""
+        if self.analysis is None:
+            return {}
+        return {name: a["count"] for name, a in self.analysis["anomalies"].items() if a["count"]}
 
     @classmethod
     def from_result(cls, variant: str, result: RunResult) -> DemoRow:
@@ -102,3 +110,16 @@ def run_demo(
     with ThreadPoolExecutor(len(scenarios)) as pool:
         futures = [pool.submit(one, *v) for v in scenarios]
         return [f.result() for f in futures]
+
+
+def analyze_demo(rows: list[DemoRow], engine: str, address: str | None = None, spark=None) -> list[DemoRow]:
+    """Both histories checked by Spark (`kraftlab analyze`, one session for the two, or `spark`),
+    each into its run directory's `analysis/` (checks.json, report.html); the rows with Spark's
+    verdicts."""
+    from dataclasses import replace
+
+    from kraftlab.spark_on_ray import analyze_runs
+
+    log_dir = rows[0].run_dir.parent / "analysis-logs"
+    checks = analyze_runs([r.run_dir for r in rows], engine, log_dir, address, spark=spark)
+    return [replace(r, analysis=c) for r, c in zip(rows, checks, strict=True)]

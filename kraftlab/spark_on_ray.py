@@ -63,3 +63,27 @@ def analyze_on_ray(run_dir: Path, out_dir: Path, address: str | None = None):
     finally:
         stop()
     return checks, {"spark_start_s": start_s, "total_s": time.perf_counter() - started}
+
+
+def analyze_runs(run_dirs: list[Path], engine: str, log_dir: Path, address: str | None = None, spark=None) -> list[dict]:
+    """checks.json of each run directory (each analyzed into its own `analysis/`), in one Spark
+    session of `engine` started and stopped here (or `spark`, left running): the demo's two runs
+    pay for one Spark start."""
+    from observability.analysis.analyze import analyze_run
+    from observability.analysis.loading import discover
+    from observability.analysis.session import start_local
+
+    for run_dir in run_dirs:
+        discover(run_dir)  # bad input fails before Ray or Spark start
+    own = spark is None
+    if own:
+        spark = start(log_dir, address) if engine == "raydp" else start_local(log_dir)
+    try:
+        return [analyze_run(run_dir, engine=engine, spark=spark)[0] for run_dir in run_dirs]
+    finally:
+        if not own:
+            pass
+        elif engine == "raydp":
+            stop()
+        else:
+            spark.stop()

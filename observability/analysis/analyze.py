@@ -14,13 +14,16 @@ from .loading import discover, load_history
 from .output import write_json_atomically, write_table_atomically
 from .report import write_report
 from .session import start_local
-from .windows import compute_windows, window_stats, write_windows
+from .partitions import SCHEMA as PARTITIONS
+from .partitions import partition_figures
+from .windows import compute_windows, window_stats, write_dataframe, write_windows
 
 
 def analyze_run(run_dir: Path, out_dir: Path | None = None, engine: str = "local",
                 spark=None) -> tuple[dict[str, Any], dict[str, float]]:
-    """Write `out_dir/checks.json` and `out_dir/windows.parquet` (default DIR/analysis) for a run
-    or a campaign directory, and return checks.json's content with timings (s).
+    """Write `out_dir/checks.json`, `windows.parquet`, `partitions.parquet`, `report.html` with its
+    PNGs (default out_dir: DIR/analysis), and for a campaign `runs.parquet`, for a run or a
+    campaign directory, and return checks.json's content with timings (s).
     `spark`: a session to use (tests share one); otherwise one is started and stopped here."""
     run_dir = Path(run_dir)
     out_dir = Path(out_dir) if out_dir is not None else run_dir / "analysis"
@@ -37,7 +40,7 @@ def analyze_run(run_dir: Path, out_dir: Path | None = None, engine: str = "local
     try:
         history = load_history(spark, dataset)
         results, anomalies, _ = compute_run_results(history, dataset)
-        windows, durations = compute_windows(history, dataset.runs)
+        windows, partition_states, durations = compute_windows(history, dataset.runs)
         for run, figures in window_stats(windows, durations).items():
             results[run].stats.update(figures)
             results[run].stats["duration_s"] = durations[run]
@@ -47,7 +50,9 @@ def analyze_run(run_dir: Path, out_dir: Path | None = None, engine: str = "local
         else:
             checks = run_checks(next(iter(results.values())), anomalies, engine)
         write_windows(out_dir / "windows.parquet", windows)
+        write_dataframe(out_dir / "partitions.parquet", partition_figures(history, partition_states, durations), PARTITIONS)
         windows.unpersist()
+        partition_states.unpersist()
         history.unpersist()
     finally:
         if own:

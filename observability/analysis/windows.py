@@ -99,11 +99,11 @@ def partition_states(history: DataFrame) -> DataFrame:
     return changes.withColumn("until_ms", F.lead("time_ms").over(order))
 
 
-def partition_windows(history: DataFrame, runs: dict[str, Path], last: DataFrame) -> DataFrame:
-    """Per run and second: partitions with no leader, and partitions with size(isr) <
-    min.insync.replicas (`min_isr_rule`), in the state committed at the end of the window (the last
-    change at a time before (second + 1) * 1000). A partition not yet created at the end of a
-    window counts in neither. `last`: (run, last_second)."""
+def partition_seconds(history: DataFrame, runs: dict[str, Path], last: DataFrame) -> DataFrame:
+    """Per run, partition and second: whether the partition had no leader (`offline`) and whether
+    size(isr) < min.insync.replicas (`under_min_isr`, `min_isr_rule`), in the state committed at
+    the end of the window (the last change at a time before (second + 1) * 1000). A partition not
+    yet created at the end of a window has no row for it. `last`: (run, last_second)."""
     defaults, overrides = min_isr_tables(history.sparkSession, runs)
     states = partition_states(history).join(F.broadcast(last), "run")
     # The windows whose end the state holds at: time_ms < (w + 1) * 1000 <= until_ms.
@@ -116,9 +116,15 @@ def partition_windows(history: DataFrame, runs: dict[str, Path], last: DataFrame
                   .join(F.broadcast(overrides), ["run", "topic"], "left")
                   .join(F.broadcast(defaults), "run", "left"))
     min_isr = F.coalesce(F.col("topic_min_isr"), F.col("run_min_isr"), F.lit(1))
-    return (per_second.groupBy("run", "second")
-            .agg(F.sum(F.col("leader").isNull().cast("long")).alias("partitions_offline"),
-                 F.sum((F.size("isr") < min_isr).cast("long")).alias("partitions_under_min_isr")))
+    return per_second.select("run", "topic", "partition", "second", F.col("leader").isNull().alias("offline"),
+                             (F.size("isr") < min_isr).alias("under_min_isr"))
+
+
+def partition_windows(seconds: DataFrame) -> DataFrame:
+    """Per run and second: partitions offline, and partitions under MinISR (`partition_seconds`)."""
+    return (seconds.groupBy("run", "second")
+            .agg(F.sum(F.col("offline").cast("long")).alias("partitions_offline"),
+                 F.sum(F.col("under_min_isr").cast("long")).alias("partitions_under_min_isr")))
 
 
 def fault_intervals(history: DataFrame) -> DataFrame:
@@ -172,17 +178,19 @@ def ack_windows(history: DataFrame) -> DataFrame:
                  F.max("latency_ms").alias("latency_max_ms")))
 
 
-def compute_windows(history: DataFrame, runs: dict[str, Path]) -> tuple[DataFrame, dict[str, float]]:
-    """The windows of every run (a DataFrame with SCHEMA's columns, cached), and each run's
+def compute_windows(history: DataFrame, runs: dict[str, Path]) -> tuple[DataFrame, DataFrame, dict[str, float]]:
+    """The windows of every run (a DataFrame with SCHEMA's columns, cached), each partition's
+    state per second (`partition_seconds`, cached: partitions.py reads it too), and each run's
     duration in seconds (max time_ms / 1000: run time starts at 0)."""
-    durations = {r["run"]: float(r["last_ms"] or 0.0) / 1000.0
-                 for r in history.groupBy("run").agg(F.max("time_ms").alias("last_ms")).collect()}
-    last = (history.groupBy("run").agg(F.max("time_ms").alias("last_ms"))
-            .select("run", F.floor(F.coalesce(F.col("last_ms"), F.lit(0.0)) / WINDOW_MS).cast("long").alias("last_second")))
+    ends = history.groupBy("run").agg(F.max("time_ms").alias("last_ms")).collect()
+    durations = {r["run"]: float(r["last_ms"] or 0.0) / 1000.0 for r in ends}
+    last = history.sparkSession.createDataFrame(
+        [(r["run"], int((r["last_ms"] or 0.0) // WINDOW_MS)) for r in ends], "run string, last_second long")
     seconds = last.select("run", F.explode(F.sequence(F.lit(0).cast("long"), F.col("last_second"))).alias("second"))
+    states = partition_seconds(history, runs, last).cache()
     keys = ["run", "second"]
     df = (seconds.join(ack_windows(history), keys, "left")
-          .join(partition_windows(history, runs, last), keys, "left")
+          .join(partition_windows(states), keys, "left")
           .join(fault_windows(history, last), keys, "left")
           .select("run", F.col("second").cast("long"),
                   F.coalesce(F.col("acked"), F.lit(0)).cast("long").alias("acked"),
@@ -195,7 +203,7 @@ def compute_windows(history: DataFrame, runs: dict[str, Path]) -> tuple[DataFram
                   F.coalesce(F.col("partitions_under_min_isr"), F.lit(0)).cast("long").alias("partitions_under_min_isr"),
                   F.coalesce(F.col("faults_active"), F.lit(0)).cast("long").alias("faults_active"))
           .cache())
-    return df, durations
+    return df, states, durations
 
 
 def window_stats(windows: DataFrame, durations: dict[str, float]) -> dict[str, dict[str, Any]]:
@@ -224,22 +232,26 @@ BATCH_ROWS = 65536
 
 
 def write_windows(path: Path, windows: DataFrame) -> None:
-    """The windows, ordered by run and second, as one Parquet file, streamed from Spark in
-    batches (a campaign's windows need not fit in the driver's memory), written under a temporary
-    name in the same folder and renamed."""
+    write_dataframe(path, windows.orderBy("run", "second"), SCHEMA)
+
+
+def write_dataframe(path: Path, df: DataFrame, schema: pa.Schema) -> None:
+    """`df`'s rows (in its order) as one Parquet file, streamed from Spark in batches (a campaign's
+    rows need not fit in the driver's memory), written under a temporary name in the same folder
+    and renamed."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
     os.close(fd)
     try:
-        with pq.ParquetWriter(tmp, SCHEMA) as writer:
+        with pq.ParquetWriter(tmp, schema) as writer:
             batch: list[dict[str, Any]] = []
-            for row in windows.orderBy("run", "second").toLocalIterator():
+            for row in df.select(*schema.names).toLocalIterator():
                 batch.append(row.asDict())
                 if len(batch) >= BATCH_ROWS:
-                    writer.write_table(pa.Table.from_pylist(batch, schema=SCHEMA))
+                    writer.write_table(pa.Table.from_pylist(batch, schema=schema))
                     batch = []
-            writer.write_table(pa.Table.from_pylist(batch, schema=SCHEMA))
+            writer.write_table(pa.Table.from_pylist(batch, schema=schema))
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -53,3 +53,9 @@ def test_demo_compares_elr_on_and_off_on_ray(tmp_path):
     for name, summary in (("last-replica-standing-load", on), ("last-replica-standing-load-no-elr", off)):
         rows = assert_complete_history(tmp_path / "demo" / name, summary)
         assert len(lost_writes(rows)) == summary["stats"]["acked_lost"], name
+        # The demo ended with Spark on Ray (RayDP) analyzing the same history: the same loss.
+        checks = json.loads((tmp_path / "demo" / name / "analysis" / "checks.json").read_text())
+        assert checks["engine"] == "raydp" and checks["valid"] in (True, False), name
+        assert checks["stats"]["lost_by_acks"].get("all", 0) == summary["stats"]["acked_lost"], name
+        assert (tmp_path / "demo" / name / "analysis" / "report.html").is_file()
+    assert "history (Spark)" in proc.stdout

@@ -195,7 +195,7 @@ def test_scenarios_lists_the_library():
 
 
 def test_demo_in_the_simulator_compares_elr_on_and_off(tmp_path):
-    result = cli("demo", "--runtime", "sim", "--out", tmp_path / "demo")
+    result = cli("demo", "--runtime", "sim", "--no-analyze", "--out", tmp_path / "demo")
     assert result.exit_code == 0, result.output
     on = json.loads((tmp_path / "demo" / "last-replica-standing-load" / "summary.json").read_text())
     off = json.loads((tmp_path / "demo" / "last-replica-standing-load-no-elr" / "summary.json").read_text())
@@ -210,7 +210,7 @@ def test_demo_in_the_simulator_compares_elr_on_and_off(tmp_path):
 def test_demo_refuses_a_non_empty_out_folder(tmp_path):
     (tmp_path / "demo").mkdir()
     (tmp_path / "demo" / "keep.txt").write_text("mine")
-    result = cli("demo", "--runtime", "sim", "--out", tmp_path / "demo")
+    result = cli("demo", "--runtime", "sim", "--no-analyze", "--out", tmp_path / "demo")
     assert result.exit_code == 2 and "not empty" in result.output
     assert (tmp_path / "demo" / "keep.txt").read_text() == "mine"
 

@@ -106,3 +106,21 @@ def test_windows_of_a_simulated_run(spark, tmp_path):
     duration_s = (len(rows) - 1, len(rows))
     assert checks["stats"]["acked"] / duration_s[1] <= checks["stats"]["throughput_rec_s"] <= checks["stats"]["acked"] / duration_s[0]
     assert all(math.isfinite(r["latency_max_ms"]) for r in rows if r["acked"])
+
+
+def test_partition_figures_of_a_known_history(spark, tmp_path):
+    # The history above, per partition: t-0 carries every ack; offline in seconds 3 and 4, under
+    # MinISR (2) in seconds 1..4 (seconds 0..4 at their end: ISR [1] from 1.2 s to 5.4 s);
+    # u-0 (MinISR 3) is under it in second 0 only.
+    run = known_history().write(tmp_path / "run")
+    (run / "scenario.yaml").write_text(SCENARIO)
+    analyze_run(run, engine="local", spark=spark)
+    rows = {(r["topic"], r["partition"]): r for r in pq.read_table(run / "analysis" / "partitions.parquet").to_pylist()}
+    assert set(rows) == {("t", 0), ("u", 0)}
+    t, u = rows[("t", 0)], rows[("u", 0)]
+    assert (t["acked"], t["failed"], t["indeterminate"]) == (5, 1, 1)
+    assert t["throughput_rec_s"] == pytest.approx(5 / 6.5)
+    assert t["latency_max_ms"] == 100.0 and t["latency_p50_ms"] == 20.0  # of 10, 20, 30, 100, 5
+    assert (t["offline_s"], t["under_min_isr_s"]) == (2, 4)
+    assert (u["acked"], u["offline_s"], u["under_min_isr_s"]) == (0, 0, 1)
+    assert u["latency_p50_ms"] is None and u["elections"] == 0
