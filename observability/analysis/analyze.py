@@ -39,13 +39,14 @@ def analyze_run(run_dir: Path, out_dir: Path | None = None, engine: str = "local
     timings["spark_start_s"] = time.perf_counter() - started
     try:
         history = load_history(spark, dataset)
-        results, anomalies, _ = compute_run_results(history, dataset)
+        views = HistoryViews.of(history).cache()
+        results, anomalies, _ = compute_run_results(history, views, dataset)
         windows, partition_states, durations = compute_windows(history, dataset.runs)
         for run, figures in window_stats(windows, durations).items():
             results[run].stats.update(figures)
             results[run].stats["duration_s"] = durations[run]
         if dataset.campaign:
-            latency = overall_latency(HistoryViews.of(history))
+            latency = overall_latency(views)
             checks = campaign_checks(dataset, results, anomalies, latency, engine)
         else:
             checks = run_checks(next(iter(results.values())), anomalies, engine)
@@ -53,6 +54,7 @@ def analyze_run(run_dir: Path, out_dir: Path | None = None, engine: str = "local
         write_dataframe(out_dir / "partitions.parquet", partition_figures(history, partition_states, durations), PARTITIONS)
         windows.unpersist()
         partition_states.unpersist()
+        views.unpersist()
         history.unpersist()
     finally:
         if own:

@@ -90,10 +90,10 @@ def _verdict(reasons: list[str], anomalies: dict[str, int], invariants: dict[str
     return not any(anomalies.values()) and not invariants
 
 
-def compute_run_results(history: DataFrame, dataset: Dataset) -> tuple[dict[str, RunResult], dict[str, Anomaly], dict[str, Any]]:
+def compute_run_results(history: DataFrame, views: HistoryViews,
+                        dataset: Dataset) -> tuple[dict[str, RunResult], dict[str, Anomaly], dict[str, Any]]:
     """Every run's result, the anomalies over all runs (with examples), and what decided
     `unseen` per run."""
-    views = HistoryViews.of(history)
     anomalies, unseen_rule = find_anomalies(history, views)
     reasons = incomplete_reasons(history)
     spark_found = recheck_invariants(history)
@@ -153,9 +153,11 @@ def campaign_checks(dataset: Dataset, results: dict[str, RunResult], anomalies: 
     invariants: dict[str, dict[str, Any]] = {}
     for r in rs:
         for name, entry in r.invariants.items():
-            agg = invariants.setdefault(name, {"count": 0, "runs": 0, "examples": []})
+            agg = invariants.setdefault(name, {"count": 0, "runs": 0, "examples": [], "source": entry["source"]})
             agg["count"] += entry["count"]
             agg["runs"] += 1
+            if agg["source"] != entry["source"]:
+                agg["source"] = "both"  # found by Spark in some runs, by the online checker in others
             for e in entry["examples"]:
                 if len(agg["examples"]) < EXAMPLES:
                     agg["examples"].append({"run": r.run, **e})

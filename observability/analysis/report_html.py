@@ -107,11 +107,15 @@ def invariants_html(invariants: dict[str, Any], default_source: str | None = Non
         return '<p class="muted">no invariant violation reported</p>'
     rows = []
     for name, inv in invariants.items():
-        examples = "<br>".join(f"at {_number(x.get('at_ms'))} ms: {_e(x.get('detail'))}" if isinstance(x, dict) else _e(x)
-                               for x in inv.get("examples") or [])
+        examples = "<br>".join(_invariant_example(x) if isinstance(x, dict) else _e(x) for x in inv.get("examples") or [])
         rows.append((_td(f"<code>{_e(name)}</code>"), _td(_number(inv.get("count", 0)), numeric=True),
                      _td(_e(inv.get("source") or default_source or "")), _td(examples)))
     return _table(["invariant", "count", "source", "examples"], rows, hits=[True] * len(rows))
+
+
+def _invariant_example(x: dict[str, Any]) -> str:
+    run = f"run {_e(x['run'])}, " if x.get("run") else ""  # a campaign's examples name their run
+    return f"{run}at {_number(x.get('at_ms'))} ms: {_e(x.get('detail'))}"
 
 
 def cell_label(cell: dict[str, Any]) -> str:
