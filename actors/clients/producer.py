@@ -5,7 +5,11 @@ decode them). Per partition at most one batch is in flight (max.in.flight.reques
 order is kept without idempotence too; records waiting meanwhile go together into the next batch.
 
 - A batch keeps its producer id and base sequence across retries, so an idempotent producer's retry
-  is recognised by the leader and answered with the original offset (KIP-98).
+  is recognised by the leader and answered with the original offset (KIP-98). With one batch in
+  flight per partition, a retry is always of the last batch the leader holds from the producer.
+  When an idempotent batch fails (its sequences may or may not be in the log), or the leader
+  refuses one OUT_OF_ORDER_SEQUENCE_NUMBER, the producer numbers from 0 again under a new producer
+  id (Kafka bumps the producer epoch, KIP-360) and retries the refused batch so numbered.
 - Retriable errors (not leader, epoch mismatches, NOT_ENOUGH_REPLICAS*, timeouts) are retried after
   retry.backoff.ms, with a metadata refresh when leadership is in question, until the command's
   delivery timeout; then the records fail.
@@ -25,7 +29,7 @@ import heapq
 from collections import deque
 from itertools import groupby
 from operator import attrgetter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from actors.contract import Envelope, Output, StartContext
 from actors.replication.messages import (
@@ -53,6 +57,9 @@ RETRY_BACKOFF_MS = 100  # retry.backoff.ms
 REQUEST_TIMEOUT_MS = 5_000  # an unanswered request is retried after this
 METADATA_TIMEOUT_MS = 1_000
 MAX_BATCH_RECORDS = 1_000
+# An idempotent producer's id after its n-th sequence reset: its first id + n * this (client ids
+# are 1000 + their number, so no two producers ever share one).
+PRODUCER_ID_STRIDE = 1_000_000
 
 ACKS = {"all": -1, -1: -1, 1: 1, 0: 0}
 ACKS_NAMES = {-1: "all", 1: "1", 0: "0"}  # the history's `acks` column
@@ -136,6 +143,7 @@ class LoadPlan:
     acks: int
     start_ms: float
     until_ms: float | None
+    idempotent: bool = False  # enable.idempotence (the load step's, resolved)
     generated: int = 0
     command_id: int = -1
     buffer_records: int = 0
@@ -162,6 +170,10 @@ class ProducerNode:
         self.node_id = ctx.node_id
         self.brokers = brokers
         self.producer_id = producer_id
+        # The producer id idempotent batches carry: a new one after each sequence reset
+        # (`_reset_sequences`), with the sequences of every partition from 0 again.
+        self.idempotent_id = producer_id
+        self.sequence_resets = 0
         self.leaders: dict[tuple[str, int], tuple[int | None, int]] = {}
         self.metadata_request: tuple[int, float] | None = None  # (request id, sent at)
         self.metadata_wanted = True
@@ -220,16 +232,27 @@ class ProducerNode:
         return self._finish(out)
 
     def start_load(
-        self, partitions, rate_per_s: float | None, message_bytes: int, acks: int, now_ms: float, until_ms: float | None, buffer_records: int = 0
+        self,
+        partitions,
+        rate_per_s: float | None,
+        message_bytes: int,
+        acks: int,
+        now_ms: float,
+        until_ms: float | None,
+        buffer_records: int = 0,
+        idempotent: bool = False,
     ) -> Output:
         """A local call: start open-loop load (the scenario `load` step), or unthrottled load
-        (`rate_per_s` None, at most `buffer_records` outstanding; for benchmarks)."""
+        (`rate_per_s` None, at most `buffer_records` outstanding; for benchmarks). `idempotent`:
+        its batches carry the producer id and sequences (acks=all only, as Kafka requires)."""
         out = Output()
         if rate_per_s is None and buffer_records <= 0:
             raise ValueError("unthrottled load needs a positive buffer_records")
-        self.load = LoadPlan(list(partitions), rate_per_s, message_bytes, acks, now_ms, until_ms, command_id=-1 - len(self.commands), buffer_records=buffer_records)
-        self.last_load = self.load
-        self.commands[self.load.command_id] = CommandProgress(ProduceCommand(self.load.command_id, "", 0, (), acks, False, LOAD_DELIVERY_TIMEOUT_MS))
+        if idempotent and acks != -1:
+            raise ValueError("an idempotent producer needs acks=all")
+        plan = LoadPlan(list(partitions), rate_per_s, message_bytes, acks, now_ms, until_ms, idempotent, command_id=-1 - len(self.commands), buffer_records=buffer_records)
+        self.load = self.last_load = plan
+        self.commands[plan.command_id] = CommandProgress(ProduceCommand(plan.command_id, "", 0, (), acks, idempotent, LOAD_DELIVERY_TIMEOUT_MS))
         out.emit(LoadStarted(rate_per_s, len(partitions), ACKS_NAMES[acks]))
         self._generate(now_ms, out)
         return self._finish(out)
@@ -253,7 +276,7 @@ class ProducerNode:
             value = f"{self.producer_id}-{n}-{pad}"[: max(plan.message_bytes, 8)]
             sequence = self.next_sequence
             self.next_sequence += 1
-            self._queue(key).append(PendingRecord(plan.command_id, sequence, value, plan.acks, False, now_ms + LOAD_DELIVERY_TIMEOUT_MS, now_ms))
+            self._queue(key).append(PendingRecord(plan.command_id, sequence, value, plan.acks, plan.idempotent, now_ms + LOAD_DELIVERY_TIMEOUT_MS, now_ms))
             handed.setdefault(key, []).append(sequence)
         for key, sequences in handed.items():
             self._queued(key, now_ms + LOAD_DELIVERY_TIMEOUT_MS, len(sequences))
@@ -468,14 +491,30 @@ class ProducerNode:
             records.append(q.popleft())
         self.queued_records -= len(records)
         payload = encode_records(self.node_id, [r.sequence for r in records], [r.value for r in records])
+        batch = RecordBatch.of(payload, len(records), NO_PRODUCER, -1)
         if first.idempotent:
-            seq = self.sequences.get(key, 0)
-            self.sequences[key] = seq + len(records)
-            batch = RecordBatch.of(payload, len(records), self.producer_id, seq)
-        else:
-            batch = RecordBatch.of(payload, len(records), NO_PRODUCER, -1)
+            batch = self._numbered(key, batch)
         self.batches_made += 1
         return InFlightBatch(records, batch, first.acks, retry_at_ms=now_ms, order=self.batches_made)
+
+    def _numbered(self, key: tuple[str, int], batch: RecordBatch) -> RecordBatch:
+        """The batch with the current producer id and the partition's next sequences."""
+        seq = self.sequences.get(key, 0)
+        self.sequences[key] = seq + batch.count
+        return replace(batch, producer_id=self.idempotent_id, base_sequence=seq)
+
+    def _reset_sequences(self, b: InFlightBatch) -> None:
+        """An idempotent batch failed, or was refused as out of order: the leader may or may not
+        hold its sequences, so the partition's next batch could never be in sequence (each would be
+        refused with OUT_OF_ORDER_SEQUENCE_NUMBER). As Kafka's idempotent producer bumps its epoch
+        and numbers every partition from 0 again (KIP-360), this one takes a new producer id, of
+        which no leader has a state. Once per failure: a batch made before the last reset (another
+        partition's, still in flight under the old id) resets nothing."""
+        if b.batch.producer_id != self.idempotent_id:
+            return
+        self.sequence_resets += 1
+        self.idempotent_id = self.producer_id + PRODUCER_ID_STRIDE * self.sequence_resets
+        self.sequences = {}
 
     def _send(self, key: tuple[str, int], b: InFlightBatch, now_ms: float, out: Output) -> None:
         leader = self.leaders.get(key, (None, 0))[0]
@@ -510,12 +549,22 @@ class ProducerNode:
         else:
             if resp.error not in REFUSED_BEFORE_APPEND:
                 b.maybe_written = True
+            idempotent = b.batch.producer_id != NO_PRODUCER
             if resp.error in RETRIABLE:
                 refresh = resp.error not in (NOT_ENOUGH_REPLICAS, NOT_ENOUGH_REPLICAS_AFTER_APPEND)
                 self._retry_later(key, b, resp.error, now_ms, out, refresh=refresh)
+            elif resp.error == OUT_OF_ORDER_SEQUENCE_NUMBER and idempotent:
+                # The leader's sequences for this producer are not where the batch's follow on
+                # (records lost with a log, or a batch that failed before): Kafka's idempotent
+                # producer bumps its epoch and retries the batch numbered from 0 (KIP-360).
+                self._reset_sequences(b)
+                b.batch = self._numbered(key, b.batch)
+                self._retry_later(key, b, resp.error, now_ms, out, refresh=False)
             else:
                 self._drop_in_flight(key)
                 self._failed(key, b.records, resp.error, now_ms, out, b.maybe_written)
+                if idempotent:
+                    self._reset_sequences(b)
 
     def _retry_later(self, key, b: InFlightBatch, error: str, now_ms: float, out: Output, *, refresh: bool) -> None:
         b.last_error = error
@@ -535,6 +584,8 @@ class ProducerNode:
                 self._drop_in_flight(key)
                 awaiting_answer = b.retry_at_ms is None and b.attempts > 0
                 self._failed(key, b.records, b.last_error or "DELIVERY_TIMEOUT", now_ms, out, b.maybe_written or awaiting_answer)
+                if b.batch.producer_id != NO_PRODUCER:
+                    self._reset_sequences(b)
         for key in self._expiry_candidates(now_ms):
             q = self.queues[key]
             if not q:

@@ -278,12 +278,17 @@ class PartitionReplica:
             return reply(NOT_ENOUGH_REPLICAS)
         batch = req.batch
         if batch.producer_id != NO_PRODUCER:
+            # The producer keeps one batch in flight per partition, so a retry can only be of the
+            # last batch the log holds from it: one entry per producer is enough (Kafka keeps five,
+            # for max.in.flight.requests.per.connection <= 5).
             seen = self.log.producers.get(batch.producer_id)
-            expected = 0 if seen is None else seen.last_sequence + 1
             if seen is not None and batch.base_sequence == seen.base_sequence:
                 # A retry of the last batch: answer with where it went (idempotence, KIP-98).
                 return self._after_append(src, req, seen.base_offset, seen.base_offset + batch.count, now_ms, out, duplicate=True)
-            if batch.base_sequence != expected:
+            # A producer the log holds nothing of (a new id, or its batches lost with a page cache
+            # or truncated away) may start at any sequence, as in Kafka >= 2.5 (KIP-360); else the
+            # batch must follow its last one.
+            if seen is not None and batch.base_sequence != seen.last_sequence + 1:
                 return reply(OUT_OF_ORDER_SEQUENCE_NUMBER)
         base = self.log.end_offset
         self.log.append(batch.stamped(base, self.leader_epoch), out)

@@ -89,6 +89,7 @@ class Load:
     acks: str | int
     topics: list[str] | None  # None: every topic
     duration_ms: float | None  # None: until the end
+    idempotent: bool  # the load producers' enable.idempotence (resolved: never None)
 
 
 @dataclass(frozen=True)

@@ -109,6 +109,20 @@ def test_idempotent_producer_state_follows_the_log():
     assert log.producers[7].last_sequence == 2 and log.producers[7].base_offset == 2
     log.truncate_to(2, out)
     assert log.producers[7].last_sequence == 1
+    log.truncate_to(0, out)
+    assert 7 not in log.producers
+
+
+def test_idempotent_producer_state_is_what_survived_a_crash():
+    """Recovery rebuilds the producer state from the batches the files kept: after a page cache
+    loss took the last batch, the producer's last batch is the one before."""
+    log, out = PartitionLog("partitions/t-0"), Output()
+    log.append(batch(["a", "b"], 0, 0, pid=7, seq=0), out)
+    kept = files_of(out)
+    log.append(batch(["c"], 0, 2, pid=7, seq=2), out)
+    recovered = PartitionLog.recover(log.directory, kept, Output())
+    assert recovered.producers[7].last_sequence == 1 and recovered.producers[7].base_offset == 0
+    assert PartitionLog.recover(log.directory, files_of(out), Output()).producers[7].last_sequence == 2
 
 
 def test_replica_directories_are_found_among_a_nodes_files():

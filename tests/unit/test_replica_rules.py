@@ -7,6 +7,7 @@ from actors.replication.messages import (
     NOT_ENOUGH_REPLICAS,
     NOT_ENOUGH_REPLICAS_AFTER_APPEND,
     OFFSET_NOT_AVAILABLE,
+    OUT_OF_ORDER_SEQUENCE_NUMBER,
     STALE_BROKER_EPOCH,
     FetchedPartition,
     FetchPartition,
@@ -125,6 +126,36 @@ def test_an_idempotent_retry_is_answered_with_the_original_offset():
     produce(r, 2, acks=1, pid=9, seq=0)
     (again,) = produce(r, 2, acks=1, pid=9, seq=0)
     assert again.error is None and again.base_offset == 0 and r.leo == 2
+
+
+def test_an_idempotent_batch_must_follow_the_producers_last_one():
+    r, _ = leader(isr=(1, 2))
+    produce(r, 2, acks=1, pid=9, seq=0)
+    (gap,) = produce(r, 2, acks=1, pid=9, seq=5)
+    (old,) = produce(r, 1, acks=1, pid=9, seq=1)  # not the last batch's base: not a retry of it
+    assert gap.error == old.error == OUT_OF_ORDER_SEQUENCE_NUMBER and r.leo == 2
+    (next_,) = produce(r, 2, acks=1, pid=9, seq=2)
+    assert next_.error is None and next_.base_offset == 2
+
+
+def test_a_producer_the_log_holds_nothing_of_may_start_at_any_sequence():
+    """Kafka >= 2.5 (KIP-360): no state for the producer (its batches lost with a page cache or
+    truncated away): the batch is taken, and its sequences are the producer's from then on."""
+    r, _ = leader(isr=(1, 2))
+    (first,) = produce(r, 2, acks=1, pid=9, seq=40)
+    assert first.error is None and r.leo == 2
+    (retry,) = produce(r, 2, acks=1, pid=9, seq=40)
+    assert retry.error is None and retry.base_offset == 0 and r.leo == 2
+
+
+def test_a_new_leader_answers_a_retry_of_a_batch_it_replicated_with_the_original_offset():
+    """The producer state comes from the log, so a follower that fetched the batch and then leads
+    recognises the producer's retry (the answer of the old leader was lost)."""
+    log = PartitionLog("partitions/t-0")
+    log.append(RecordBatch.of(pack(["a", "b"]), 2, 9, 0).stamped(0, 3), Output())
+    r, _ = leader(isr=(1, 2), log=log, hwm=2)
+    (retry,) = produce(r, 2, acks=1, pid=9, seq=0)
+    assert retry.error is None and retry.base_offset == 0 and r.leo == 2
 
 
 # --- ISR changes (§6.5.1-6.5.4) -----------------------------------------------------------------

@@ -52,6 +52,8 @@ CASES = [
     ("bad-name", "name: 'has spaces'", "name", "pattern"),
     ("unknown-voter-in-states", BASE + "steps: [{expect: {quorum: true, states: {5: leader}}}]", "steps[0].expect.states", "voter 5 does not exist"),
     ("bad-quorum-state", BASE + "steps: [{expect: {quorum: true, states: {1: boss}}}]", "steps[0].expect.states.1", "'leader'"),
+    ("idempotent-load-acks-1", BASE + "steps: [{load: {acks: 1, idempotent: true}}]", "steps[0].load.idempotent", "`idempotent: true` needs `acks: all`"),
+    ("idempotent-load-acks-0", BASE + "steps: [{load: {acks: 0, idempotent: true}}]", "steps[0].load.idempotent", "Must set acks to all in order to use the idempotent producer"),
     ("alter-config-unknown-key", BASE + "steps: [{alter_config: {topic: t, config: {min.isr: 1}}}]", "steps[0].alter_config.config", "min.isr: unknown config key"),
 ]
 

@@ -405,6 +405,27 @@ class LoadArgs(Strict):
     acks: Acks = "all"
     topics: list[str] | None = None
     duration_ms: PositiveInt | None = None
+    # enable.idempotence: absent = Kafka's default since 3.0, on with acks=all and off with acks 0
+    # or 1 (`idempotence()` resolves it); true with acks 0 or 1 is refused, as Kafka refuses it.
+    idempotent: bool | None = Field(
+        None,
+        description="enable.idempotence of the load producers; absent: on with acks all, off with acks 0 or 1 "
+        "(Kafka's default since 3.0); true needs acks all",
+    )
+
+    @field_validator("idempotent")
+    @classmethod
+    def _idempotence_needs_acks_all(cls, v: bool | None, info: ValidationInfo) -> bool | None:
+        acks = info.data.get("acks", "all")  # absent from `data` when acks itself was invalid
+        if v and acks not in ("all", -1):
+            raise ValueError(
+                f"`idempotent: true` needs `acks: all` (got acks {acks}; Kafka: Must set acks to all in order to use the idempotent producer)"
+            )
+        return v
+
+    def idempotence(self) -> bool:
+        """Whether the load producers are idempotent: `idempotent` if given, else acks=all."""
+        return self.acks in ("all", -1) if self.idempotent is None else self.idempotent
 
 
 class ListOffsetsArgs(Strict):
