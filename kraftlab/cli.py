@@ -152,9 +152,9 @@ def demo(runtime: str, address: str | None, out_dir: Path | None, analyze_too: b
     for r in rows:
         report = r.run_dir / "analysis" / "report.html"
         out.print(f"{r.variant}: {r.run_dir}" + (f"  (report: {report})" if r.analysis is not None else ""), highlight=False)
-        for problem in r.problems:
+        for problem in (*r.problems, *r.analysis_problems()):
             out.print(f"  [red]not as expected:[/] {problem}", highlight=False)
-    sys.exit(0 if all(r.ok for r in rows) else 1)
+    sys.exit(0 if all(r.ok and not r.analysis_problems() for r in rows) else 1)
 
 
 @main.command()

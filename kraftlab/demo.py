@@ -44,6 +44,20 @@ class DemoRow:
     # Spark's verdict on the run's history (`kraftlab analyze`'s checks.json), once analyzed.
     analysis: dict[str, Any] | None = None
 
+    def analysis_problems(self) -> list[str]:
+        """Where Spark's reading of the history disagrees with the run's own: a different count
+        of acknowledged acks=all records lost, or anomalies in a run that lost nothing."""
+        if self.analysis is None:
+            return []
+        out = []
+        spark_lost = self.analysis["stats"]["lost_by_acks"].get("all", 0)
+        if spark_lost != self.acked_lost:
+            out.append(f"Spark found {spark_lost:,} acknowledged acks=all records lost, the run's checker {self.acked_lost:,}")
+        if self.acked_lost == 0 and self.analysis["valid"] is not True:
+            found = ", ".join(f"{n} {c:,}" for n, c in self.anomalies().items())
+            out.append(f"Spark: the history is {self.analysis['valid']} ({found or self.analysis.get('reason', 'invariants')})")
+        return out
+
     def anomalies(self) -> dict[str, int]:
         """The anomalies Spark found in the history, by name (those with a count only)."""
         if self.analysis is None:
