@@ -207,6 +207,9 @@ def _print_checks(checks: dict, timings: dict[str, float], path: Path) -> None:
     if campaign:
         _print_cells(checks["cells"])
     out.print(f"Spark start {timings['spark_start_s']:.1f} s, total {timings['total_s']:.1f} s; checks: {path}", highlight=False)
+    phases = [(k[:-2], v) for k, v in timings.items() if k not in ("spark_start_s", "total_s")]
+    if phases:
+        out.print("  time per phase: " + ", ".join(f"{name} {s:.1f} s" for name, s in phases), highlight=False, style="dim")
     out.print(f"report: {path.parent / 'report.html'}", highlight=False)
 
 

@@ -62,7 +62,7 @@ def analyze_on_ray(run_dir: Path, out_dir: Path, address: str | None = None):
         checks, timings = analyze_run(run_dir, out_dir, engine="raydp", spark=spark)
     finally:
         stop()
-    return checks, {"spark_start_s": start_s, "total_s": time.perf_counter() - started}
+    return checks, {**timings, "spark_start_s": start_s, "total_s": time.perf_counter() - started}
 
 
 def analyze_runs(run_dirs: list[Path], engine: str, log_dir: Path, address: str | None = None, spark=None) -> list[dict]:

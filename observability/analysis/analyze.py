@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .anomalies import HistoryViews
-from .checks import campaign_checks, compute_run_results, overall_latency, run_checks, run_rows
+from .checks import campaign_checks, compute_run_results, overall_latency, run_checks, run_rows, timed
 from .loading import discover, load_history
 from .output import write_json_atomically, write_table_atomically
 from .report import write_report
@@ -38,20 +38,24 @@ def analyze_run(run_dir: Path, out_dir: Path | None = None, engine: str = "local
         spark = start_local(out_dir)
     timings["spark_start_s"] = time.perf_counter() - started
     try:
-        history = load_history(spark, dataset)
-        views = HistoryViews.of(history).cache()
-        results, anomalies, _ = compute_run_results(history, views, dataset)
-        windows, partition_states, durations = compute_windows(history, dataset.runs)
-        for run, figures in window_stats(windows, durations).items():
-            results[run].stats.update(figures)
-            results[run].stats["duration_s"] = durations[run]
+        with timed(timings, "load_s"):
+            history = load_history(spark, dataset)
+            views = HistoryViews.of(history).cache()
+        results, anomalies, _ = compute_run_results(history, views, dataset, timings)
+        with timed(timings, "windows_s"):
+            windows, partition_states, durations = compute_windows(history, dataset.runs)
+            for run, figures in window_stats(windows, durations).items():
+                results[run].stats.update(figures)
+                results[run].stats["duration_s"] = durations[run]
         if dataset.campaign:
             latency = overall_latency(views)
             checks = campaign_checks(dataset, results, anomalies, latency, engine)
         else:
             checks = run_checks(next(iter(results.values())), anomalies, engine)
-        write_windows(out_dir / "windows.parquet", windows)
-        write_dataframe(out_dir / "partitions.parquet", partition_figures(history, partition_states, durations), PARTITIONS)
+        with timed(timings, "write_s"):
+            write_windows(out_dir / "windows.parquet", windows)
+        with timed(timings, "partitions_s"):
+            write_dataframe(out_dir / "partitions.parquet", partition_figures(history, partition_states, durations), PARTITIONS)
         windows.unpersist()
         partition_states.unpersist()
         views.unpersist()

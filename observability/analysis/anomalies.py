@@ -17,6 +17,7 @@ of one run never meets another run's. Counts are kept per run (`Anomaly.per_run`
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from pyspark.sql import DataFrame, Window
@@ -64,8 +65,36 @@ class HistoryViews:
         return self
 
     def unpersist(self) -> None:
-        for df in (self.acks, self.consumes, self.final):
+        built = [self.records] if "records" in self.__dict__ else []
+        for df in (self.acks, self.consumes, self.final, *built):
             df.unpersist()
+
+    @cached_property
+    def records(self) -> DataFrame:
+        """What happened to each record, one row per identity seen anywhere (cached): `ack` (its
+        acknowledgement with outcome ok: topic, partition, offset, acks; null when none), `final_at`
+        (the distinct places (topic, partition, offset) the final read found it at, sorted; empty
+        when absent) and `first_read` (the least (topic, partition, offset, consumer) a consumer
+        read it at; null when never read).
+
+        One aggregation over the union of the three views replaces a join per anomaly: lost-write,
+        duplicate, uncommitted-read and unseen are filters of this table. Structs' `min` is
+        deterministic (both engines choose the same row) and ignores nulls."""
+        none = F.lit(None)
+        ack_t = "struct<topic:string,partition:int,offset:bigint,acks:string>"
+        at_t = "struct<topic:string,partition:int,offset:bigint>"
+        read_t = "struct<topic:string,partition:int,offset:bigint,consumer:string>"
+        acks = self.acks.where(F.col("outcome") == "ok").select(
+            *IDENTITY, F.struct("topic", "partition", "offset", "acks").cast(ack_t).alias("ack"),
+            none.cast(at_t).alias("at"), none.cast(read_t).alias("read"))
+        final = self.final.select(*IDENTITY, none.cast(ack_t).alias("ack"),
+                                  F.struct("topic", "partition", "offset").cast(at_t).alias("at"), none.cast(read_t).alias("read"))
+        reads = self.consumes.select(*IDENTITY, none.cast(ack_t).alias("ack"), none.cast(at_t).alias("at"),
+                                     F.struct("topic", "partition", "offset", "consumer").cast(read_t).alias("read"))
+        return (acks.unionByName(final).unionByName(reads).groupBy(*IDENTITY)
+                .agg(F.min("ack").alias("ack"), F.sort_array(F.collect_set("at")).alias("final_at"),
+                     F.min("read").alias("first_read"))
+                .cache())
 
 
 def _examples(df: DataFrame, order: list[str]) -> list[dict[str, Any]]:
@@ -78,15 +107,10 @@ def _anomaly(df: DataFrame, order: list[str]) -> Anomaly:
     return Anomaly(count, _examples(df, order) if count else [], dict(sorted(per_run.items())))
 
 
-def acked_ok(views: HistoryViews) -> DataFrame:
-    # One produce_ack per record is the history's promise; distinct keeps a repeat from counting twice.
-    return views.acks.where(F.col("outcome") == "ok").select(
-        "run", "producer", "sequence", "topic", "partition", "offset", "acks").dropDuplicates(IDENTITY)
-
-
 def lost_writes(views: HistoryViews) -> DataFrame:
     """Acknowledged ok, absent from the final read (any acks setting; `acks` says which)."""
-    return acked_ok(views).join(views.final.select(*IDENTITY), IDENTITY, "left_anti")
+    r = views.records
+    return r.where(F.col("ack").isNotNull() & (F.size("final_at") == 0)).select(*IDENTITY, "ack.*")
 
 
 def lost_write(views: HistoryViews) -> Anomaly:
@@ -95,28 +119,35 @@ def lost_write(views: HistoryViews) -> Anomaly:
 
 def duplicate(views: HistoryViews) -> Anomaly:
     """One record at two (or more) offsets of the final read."""
-    df = (views.final.groupBy(*IDENTITY)
-          .agg(F.countDistinct("topic", "partition", "offset").alias("n"),
-               F.sort_array(F.collect_set(F.struct("topic", "partition", "offset"))).alias("at"))
-          .where(F.col("n") > 1).drop("n"))
+    df = views.records.where(F.size("final_at") > 1).select(*IDENTITY, F.col("final_at").alias("at"))
     return _anomaly(df, IDENTITY)
 
 
 def inconsistent_offsets(views: HistoryViews) -> Anomaly:
     """One (topic, partition, offset) holding different records across every read: consumers'
-    and the final read's."""
-    reads = views.consumes.select("topic", "partition", "offset", *IDENTITY).unionByName(views.final)
-    df = (reads.groupBy(*PLACE, "offset")
-          .agg(F.countDistinct("producer", "sequence").alias("n"),
-               F.sort_array(F.collect_set(F.struct("producer", "sequence"))).alias("records"))
-          .where(F.col("n") > 1).drop("n"))
-    return _anomaly(df, [*PLACE, "offset"])
+    and the final read's. An offset holds two records exactly when the least and the greatest
+    (producer, sequence) read there differ: one cheap aggregation over every read (a distinct
+    count would cost a second one); the records of the few offsets shown as examples are then
+    collected apart."""
+    reads = views.consumes.select(*PLACE, "offset", "producer", "sequence").unionByName(
+        views.final.select(*PLACE, "offset", "producer", "sequence"))
+    record = F.struct("producer", "sequence")
+    bad = (reads.groupBy(*PLACE, "offset").agg(F.min(record).alias("lo"), F.max(record).alias("hi"))
+           .where(F.col("lo") != F.col("hi")).select(*PLACE, "offset").cache())
+    per_run = {r["run"]: r["n"] for r in bad.groupBy("run").agg(F.count(F.lit(1)).alias("n")).collect()}
+    examples: list[dict[str, Any]] = []
+    if per_run:
+        shown = bad.orderBy(*PLACE, "offset").limit(EXAMPLES)
+        examples = [row.asDict(recursive=True) for row in
+                    reads.join(F.broadcast(shown), [*PLACE, "offset"], "left_semi").groupBy(*PLACE, "offset")
+                    .agg(F.sort_array(F.collect_set(record)).alias("records")).orderBy(*PLACE, "offset").collect()]
+    bad.unpersist()
+    return Anomaly(sum(per_run.values()), examples, dict(sorted(per_run.items())))
 
 
 def uncommitted_read(views: HistoryViews) -> Anomaly:
     """A record a consumer read that the final read does not hold (first read offset shown)."""
-    read = views.consumes.groupBy(*IDENTITY).agg(F.min(F.struct("topic", "partition", "offset", "consumer")).alias("r"))
-    df = read.join(views.final.select(*IDENTITY), IDENTITY, "left_anti").select(*IDENTITY, "r.*")
+    df = views.records.where(F.col("first_read").isNotNull() & (F.size("final_at") == 0)).select(*IDENTITY, "first_read.*")
     return _anomaly(df, IDENTITY)
 
 
@@ -188,8 +219,9 @@ def unseen(views: HistoryViews, checked_runs: list[str]) -> Anomaly:
         return Anomaly(0, [])
     spark = views.acks.sparkSession
     runs = F.broadcast(spark.createDataFrame([(r,) for r in checked_runs], "run string"))
-    kept = acked_ok(views).join(runs, "run", "left_semi").join(views.final.select(*IDENTITY), IDENTITY, "left_semi")
-    df = kept.join(views.consumes.select(*IDENTITY), IDENTITY, "left_anti").drop("acks")
+    df = (views.records.join(runs, "run", "left_semi")
+          .where(F.col("ack").isNotNull() & (F.size("final_at") > 0) & F.col("first_read").isNull())
+          .select(*IDENTITY, "ack.topic", "ack.partition", "ack.offset"))
     return _anomaly(df, IDENTITY)
 
 

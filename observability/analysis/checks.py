@@ -7,6 +7,9 @@ together the per-run rows, which are small (one per run)."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +20,15 @@ from .anomalies import EXAMPLES, NAMES, NOT_CHECKED, Anomaly, HistoryViews, find
 from .completeness import incomplete_reasons
 from .invariants import merged, recheck_invariants, summary_violations
 from .loading import Dataset
+
+@contextmanager
+def timed(timings: dict[str, float], name: str) -> Iterator[None]:
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings[name] = timings.get(name, 0.0) + time.perf_counter() - started
+
 
 COUNTS = ("events", "sent", "acked", "failed", "indeterminate", "consumed")
 LATENCY_METHOD = "exact (Spark percentile, linear interpolation)"
@@ -90,14 +102,19 @@ def _verdict(reasons: list[str], anomalies: dict[str, int], invariants: dict[str
     return not any(anomalies.values()) and not invariants
 
 
-def compute_run_results(history: DataFrame, views: HistoryViews,
-                        dataset: Dataset) -> tuple[dict[str, RunResult], dict[str, Anomaly], dict[str, Any]]:
+def compute_run_results(history: DataFrame, views: HistoryViews, dataset: Dataset,
+                        timings: dict[str, float] | None = None) -> tuple[dict[str, RunResult], dict[str, Anomaly], dict[str, Any]]:
     """Every run's result, the anomalies over all runs (with examples), and what decided
-    `unseen` per run."""
-    anomalies, unseen_rule = find_anomalies(history, views)
-    reasons = incomplete_reasons(history)
-    spark_found = recheck_invariants(history)
-    stats = run_stats(history, views)
+    `unseen` per run. `timings`: seconds spent per phase are added to it."""
+    timings = timings if timings is not None else {}
+    with timed(timings, "anomalies_s"):
+        anomalies, unseen_rule = find_anomalies(history, views)
+    with timed(timings, "completeness_s"):
+        reasons = incomplete_reasons(history)
+    with timed(timings, "invariants_s"):
+        spark_found = recheck_invariants(history)
+    with timed(timings, "stats_s"):
+        stats = run_stats(history, views)
     results: dict[str, RunResult] = {}
     for run, run_dir in dataset.runs.items():
         online, source = summary_violations(run_dir)
