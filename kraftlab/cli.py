@@ -225,6 +225,30 @@ def _print_cells(cells: list[dict]) -> None:
     out.print(table)
 
 
+@main.group()
+def metrics() -> None:
+    """Prometheus metrics of runs (metrics.om)."""
+
+
+@metrics.command("load")
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--tsdb", "tsdb", type=click.Path(path_type=Path), required=True, help="Prometheus TSDB folder to write blocks into.")
+def metrics_load(run_dir: Path, tsdb: Path) -> None:
+    """Load RUN_DIR's metrics.om (or every run's of a campaign directory, each with a `run` label)
+    into a Prometheus TSDB folder with promtool; then start Prometheus on it."""
+    from observability.metrics.tsdb import MetricsInputError, load_into_tsdb
+
+    try:
+        reports = load_into_tsdb(run_dir, tsdb)
+    except MetricsInputError as exc:
+        _input_error(str(exc))
+        return
+    out.print(f"loaded {len(reports)} metrics.om into {tsdb}; start Prometheus on it:", highlight=False)
+    out.print(f"  prometheus --storage.tsdb.path={tsdb} --config.file=infra/prometheus/empty.yml "
+              "--web.listen-address=127.0.0.1:9090", highlight=False)
+    out.print("simulated runs are stamped from 2023-11-14T22:13:20Z (time 0); query that range.", highlight=False, style="dim")
+
+
 @main.command()
 def schema() -> None:
     """Print the JSON Schema of scenario files (for editors)."""

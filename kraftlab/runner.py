@@ -32,6 +32,7 @@ from typing import Any
 import yaml
 
 from observability.availability import AvailabilityTracker
+from observability.metrics.openmetrics import SIM_EPOCH_S, recorder_for
 from observability.events import StepsDone
 from observability.history import HistoryWriter
 from observability.states import plain
@@ -96,13 +97,21 @@ def run_scenario(
     started_at = time.time()
     events = HistoryWriter(work_dir / "events")
     availability = AvailabilityTracker()
+    # metrics.om: simulated time from a fixed base (two runs of a seed give the same file), a Ray
+    # run's from its wall-clock start. Records lost are read from the cluster view, once it exists.
+    cluster_view: list[Any] = []
+    metrics = recorder_for(
+        work_dir / "metrics.om", tuple(f"c{i}" for i in range(1, scenario.cluster.controllers + 1)), scenario.cluster.brokers,
+        SIM_EPOCH_S if scenario.runtime == "sim" else started_at,
+        lambda: cluster_view[0].acked_lost() if cluster_view else 0)
     failures: list[Failure] = []
     error: str | None = None
     runtime = None
     steps = None
     at_end = None
     try:
-        runtime = build_cluster(scenario, [events, availability], address)
+        runtime = build_cluster(scenario, [events, availability, metrics], address)
+        cluster_view.append(runtime.view())
         steps = StepRunner(runtime, scenario)
         failures = steps.run(on_step)
         runtime.record(StepsDone(1 if failures else 0))
@@ -123,6 +132,7 @@ def run_scenario(
         summary = build_summary(scenario, runtime, failures, wall_s, replay_command(source, scenario, overrides), availability, at_end)
     finally:
         events.close()
+        metrics.close(runtime.now_ms if runtime is not None else 0.0)
         if runtime is not None and hasattr(runtime, "close"):
             runtime.close()
     if scenario.runtime == "ray":  # also when the cluster never came up: Ray's logs tell why
