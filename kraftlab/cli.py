@@ -44,17 +44,21 @@ def main() -> None:
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None, help="Run directory (default runs/<name>-<seed>-<time>/).")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a scenario key by dotted path.")
 @click.option("--address", default=None, help="Ray cluster to join (runtime ray); default RAY_ADDRESS, else an embedded local Ray.")
-def run(scenario: str, runtime: str | None, seed: int | None, out_dir: Path | None, overrides: tuple[str, ...], address: str | None) -> None:
+@click.option("--metrics-port", type=click.IntRange(min=0, max=65535), default=None, help="Serve the run's metrics live for Prometheus on this port (0: any free one).")
+@click.option("--metrics-host", default="127.0.0.1", show_default=True, help="Address the metrics server binds to.")
+def run(scenario: str, runtime: str | None, seed: int | None, out_dir: Path | None, overrides: tuple[str, ...], address: str | None,
+        metrics_port: int | None, metrics_host: str) -> None:
     """Run SCENARIO (a file, or a name from `kraftlab scenarios`)."""
     try:
         sc, path = load_scenario(scenario, overrides, seed=seed, runtime=runtime)
     except ScenarioError as exc:
         _input_error(str(exc))
         return
-    _run_and_report(sc, scenario, overrides, out_dir, address)
+    _run_and_report(sc, scenario, overrides, out_dir, address, metrics_port, metrics_host)
 
 
-def _run_and_report(sc: Scenario, source: str, overrides: tuple[str, ...], out_dir: Path | None, address: str | None = None) -> RunResult:
+def _run_and_report(sc: Scenario, source: str, overrides: tuple[str, ...], out_dir: Path | None, address: str | None = None,
+                    metrics_port: int | None = None, metrics_host: str = "127.0.0.1") -> RunResult:
     out.print(f"[bold]{sc.name}[/]  seed={sc.seed}  runtime={sc.runtime}  steps={len(sc.steps)}", highlight=False)
     try:
         with out.status("running…") as status:
@@ -65,6 +69,9 @@ def _run_and_report(sc: Scenario, source: str, overrides: tuple[str, ...], out_d
                 out_dir=out_dir,
                 on_step=lambda i, step: status.update(f"step {i}: {step.kind()}"),
                 address=address,
+                metrics_port=metrics_port,
+                metrics_host=metrics_host,
+                on_metrics_url=lambda url: out.print(f"metrics: {url}", highlight=False),
             )
     except RunSetupError as exc:
         _input_error(str(exc))

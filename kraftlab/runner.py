@@ -21,6 +21,7 @@ import json
 import os
 import shlex
 import shutil
+import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -33,6 +34,7 @@ import yaml
 
 from observability.availability import AvailabilityTracker
 from observability.metrics.openmetrics import SIM_EPOCH_S, recorder_for
+from observability.metrics.serve import LockedSink, serve
 from observability.events import StepsDone
 from observability.history import HistoryWriter
 from observability.states import plain
@@ -82,9 +84,14 @@ def run_scenario(
     out_dir: Path | None = None,
     on_step: Callable[[int, Any], None] | None = None,
     address: str | None = None,
+    metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1",
+    on_metrics_url: Callable[[str], None] | None = None,
 ) -> RunResult:
     """Run `scenario` and write its run directory; `source` is how the user named it (for replay).
-    `address`: the Ray cluster to join for `runtime: ray` (default RAY_ADDRESS, else embedded)."""
+    `address`: the Ray cluster to join for `runtime: ray` (default RAY_ADDRESS, else embedded).
+    `metrics_port`: also serve the metrics live on http://metrics_host:metrics_port/metrics while
+    the run goes (its URL is passed to `on_metrics_url`)."""
     final_dir = Path(out_dir) if out_dir is not None else default_run_dir(scenario)
     if final_dir.exists() and any(final_dir.iterdir()):
         raise RunSetupError(f"--out {final_dir}: the folder exists and is not empty")
@@ -99,19 +106,30 @@ def run_scenario(
     availability = AvailabilityTracker()
     # metrics.om: simulated time from a fixed base (two runs of a seed give the same file), a Ray
     # run's from its wall-clock start. Records lost are read from the cluster view, once it exists.
-    cluster_view: list[Any] = []
     metrics = recorder_for(
         work_dir / "metrics.om", tuple(f"c{i}" for i in range(1, scenario.cluster.controllers + 1)), scenario.cluster.brokers,
-        SIM_EPOCH_S if scenario.runtime == "sim" else started_at,
-        lambda: cluster_view[0].acked_lost() if cluster_view else 0)
+        SIM_EPOCH_S if scenario.runtime == "sim" else started_at)
+    metrics_sink: Callable[[Any], None] = metrics
+    server = None
+    if metrics_port is not None:
+        # The scrape thread reads the model while the driver feeds it: one lock for both.
+        lock = threading.Lock()
+        metrics_sink = LockedSink(metrics, lock)
+        try:
+            server = serve(metrics.model, lock, metrics_host, metrics_port)
+        except OSError as exc:  # the port is taken, or the address is not this machine's
+            shutil.rmtree(work_dir, ignore_errors=True)
+            raise RunSetupError(f"--metrics-port {metrics_port} --metrics-host {metrics_host}: cannot serve metrics there ({exc})") from None
+        if on_metrics_url is not None:
+            on_metrics_url(f"http://{metrics_host}:{server.server_port}/metrics")
     failures: list[Failure] = []
     error: str | None = None
     runtime = None
     steps = None
     at_end = None
     try:
-        runtime = build_cluster(scenario, [events, availability, metrics], address)
-        cluster_view.append(runtime.view())
+        runtime = build_cluster(scenario, [events, availability, metrics_sink], address)
+        metrics.model.lost.view = runtime.view()
         steps = StepRunner(runtime, scenario)
         failures = steps.run(on_step)
         runtime.record(StepsDone(1 if failures else 0))
@@ -133,6 +151,9 @@ def run_scenario(
     finally:
         events.close()
         metrics.close(runtime.now_ms if runtime is not None else 0.0)
+        if server is not None:
+            server.shutdown()
+            server.server_close()
         if runtime is not None and hasattr(runtime, "close"):
             runtime.close()
     if scenario.runtime == "ray":  # also when the cluster never came up: Ray's logs tell why

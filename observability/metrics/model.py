@@ -4,7 +4,7 @@ event history one event at a time, so that the simulator and Ray give the same s
 An event sink; `samples()` reads the current value of every series. Nothing here reads a role:
 the committed metadata, the brokers' roles, the voters' quorum states, the producers' outcomes,
 faults and violations all come from events, and `kraftlab_records_lost` from the cluster view
-(observability/projection.py, itself folded from the same events).
+(observability/projection.py, itself folded from the same events; lost.py).
 
 Where Kafka measures a thing, the series has Kafka's JMX name in the Prometheus JMX exporter's form
 (as Strimzi's exporter rules write it: lower case, `PerSec` dropped, counters ending in `_total`),
@@ -40,6 +40,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from observability.events import UNCLEAN_ELECTIONS, EventRecord
+
+from .lost import LostRecords
 
 Labels = tuple[tuple[str, str], ...]
 Sample = tuple[str, Labels, float]  # (sample name, labels, value)
@@ -89,16 +91,13 @@ def _bid(node: str) -> int | None:
 class MetricsModel:
     """An event sink, and the current value of every series.
 
-    `lost_records`: a function of the cluster view giving acknowledged acks=all records missing
-    from the committed log now (the projection's `acked_lost`); read at each sample, and only when
-    an event that may change it came since the last one."""
+    `lost`: the records lost (lost.py), which reads the cluster view once one is given to it
+    (`lost.view`); without a view the series stays 0."""
 
-    def __init__(self, voters: tuple[str, ...], brokers: int, lost_records: Callable[[], int] | None = None) -> None:
+    def __init__(self, voters: tuple[str, ...], brokers: int) -> None:
         self.voters = voters
         self.brokers = tuple(f"b{i}" for i in range(1, brokers + 1))
-        self._lost_records = lost_records
-        self._lost = 0
-        self._lost_dirty = False
+        self.lost = LostRecords()
         self._metadata_offset = -1  # the newest committed partition record taken
         self.partitions: dict[tuple[str, int], Any] = {}  # committed partition_change
         self._broker_offset = -1
@@ -132,21 +131,15 @@ class MetricsModel:
             "produce_ack": self._on_produce_ack,
             "fault": self._on_fault,
             "invariant_violated": self._on_violation,
-            # What may change the records lost: logs, roles, acknowledgements.
-            "truncated": self._lost_changed,
-            "replica_recovered": self._lost_changed,
-            "process_start": self._lost_changed,
         }
 
     def __call__(self, rec: EventRecord) -> None:
         handler = self._handlers.get(rec.event.kind)
         if handler is not None:
             handler(rec)
+        self.lost(rec)
 
     # --- events -------------------------------------------------------------------------------------
-
-    def _lost_changed(self, rec: EventRecord) -> None:
-        self._lost_dirty = True
 
     def _on_partition_change(self, rec: EventRecord) -> None:
         ev = rec.event
@@ -167,12 +160,10 @@ class MetricsModel:
         key = (ev.topic, ev.partition)
         self.leading.setdefault(rec.node, set()).add(key)
         self.hwm[(rec.node, key)] = ev.hwm
-        self._lost_dirty = True
 
     def _on_not_leader(self, rec: EventRecord) -> None:
         ev = rec.event
         self.leading.setdefault(rec.node, set()).discard((ev.topic, ev.partition))
-        self._lost_dirty = True
 
     def _on_replica_hwm(self, rec: EventRecord) -> None:
         ev = rec.event
@@ -187,7 +178,6 @@ class MetricsModel:
         self.active.discard(node)
         if node in self.raft:
             self.raft[node] = ("down", self.raft[node][1])
-        self._lost_dirty = True
 
     def _on_controller_active(self, rec: EventRecord) -> None:
         self.active.add(rec.node)
@@ -221,8 +211,6 @@ class MetricsModel:
                 s = ms / 1000.0
                 self.latency_buckets[bisect_left(LATENCY_BUCKETS, s)] += 1
                 self.latency_sum += s
-            if ev.acks == "all":
-                self._lost_dirty = True
 
     def _on_fault(self, rec: EventRecord) -> None:
         ev = rec.event
@@ -246,10 +234,7 @@ class MetricsModel:
     # --- reading ------------------------------------------------------------------------------------
 
     def records_lost(self) -> int:
-        if self._lost_records is not None and self._lost_dirty:
-            self._lost = self._lost_records()
-            self._lost_dirty = False
-        return self._lost
+        return self.lost.count()
 
     def samples(self) -> Iterator[tuple[str, Sample]]:
         """(family name, sample) for every series, now."""

@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -111,6 +110,5 @@ class MetricsRecorder:
         self.file.close()
 
 
-def recorder_for(path: Path, voters: tuple[str, ...], brokers: int, base_s: float,
-                 lost_records: Callable[[], int] | None = None) -> MetricsRecorder:
-    return MetricsRecorder(path, MetricsModel(voters, brokers, lost_records), base_s)
+def recorder_for(path: Path, voters: tuple[str, ...], brokers: int, base_s: float) -> MetricsRecorder:
+    return MetricsRecorder(path, MetricsModel(voters, brokers), base_s)

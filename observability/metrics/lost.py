@@ -1,0 +1,80 @@
+"""`kraftlab_records_lost`: acknowledged acks=all records missing from the committed log now, as
+the cluster view's `acked_lost` counts them (the acting leader's log, or every running replica's
+while there is none), but kept up incrementally, so that sampling it every second costs what
+changed and not every batch ever acknowledged.
+
+Per partition: the batches acknowledged with acks=all, how many were verified against the holders'
+logs, and which of those were missing. A batch found once stays found while its holders are the
+same logs at the same versions (a log only grows between truncations, and `LogMirror.version`
+changes at every truncation or replacement); a missing one may still appear (a follower catching
+up while there is no leader), so the missing ones are looked at again each time. A change of
+holders (a new acting leader, a restart, a truncation) starts the partition over.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from observability.events import EventRecord
+
+Key = tuple[str, int]
+Batch = tuple[int, int, int]  # base offset, count, CRC
+
+# Events after which a partition's holders or their logs may differ.
+PARTITION_EVENTS = frozenset({"truncated", "replica_recovered", "replica_deleted", "become_leader", "become_follower",
+                              "appended", "partition_change"})
+CLUSTER_EVENTS = frozenset({"process_start", "process_stop"})
+
+
+class LostRecords:
+    """An event sink (for the acknowledgements and what to look at again) and the count."""
+
+    def __init__(self) -> None:
+        self.view: Any = None  # the cluster view (observability/projection.py), set once it exists
+        self.batches: dict[Key, list[Batch]] = {}
+        self._state: dict[Key, tuple[tuple[int, ...], int, list[Batch]]] = {}  # stamp, verified, missing
+        self._lost: dict[Key, int] = {}
+        self._dirty: set[Key] = set()
+        self._all_dirty = False
+
+    def __call__(self, rec: EventRecord) -> None:
+        ev = rec.event
+        kind = ev.kind
+        if kind == "produce_ack":
+            if ev.outcome == "ok" and ev.acks == "all" and ev.first_offset is not None:
+                key = (ev.topic, ev.partition)
+                self.batches.setdefault(key, []).append((ev.first_offset, len(ev.sequences), ev.batch_crc))
+                self._dirty.add(key)
+        elif kind in PARTITION_EVENTS:
+            key = (ev.topic, ev.partition)
+            # An append can only turn a missing batch into a found one: worth a look only then.
+            if kind != "appended" or self._state.get(key, ((), 0, []))[2]:
+                self._dirty.add(key)
+        elif kind in CLUSTER_EVENTS or (kind == "fault" and ev.fault.startswith("crash_")):
+            self._all_dirty = True
+
+    def count(self) -> int:
+        if self.view is None:
+            return 0
+        keys = list(self.batches) if self._all_dirty else [k for k in self._dirty if k in self.batches]
+        self._all_dirty = False
+        self._dirty = set()
+        for key in keys:
+            self._lost[key] = self._recount(key)
+        return sum(self._lost.values())
+
+    def _recount(self, key: Key) -> int:
+        view = self.view
+        leader = view.acting_leader(key)
+        if leader is not None:
+            holders = [leader.log]
+        else:
+            holders = [r.log for reps in view.replicas.values() if (r := reps.get(key)) is not None]
+        stamp = tuple(sorted(log.version for log in holders))
+        batches = self.batches[key]
+        before, verified, missing = self._state.get(key, ((), 0, []))
+        if before != stamp:
+            verified, missing = 0, []
+        missing = [b for b in missing + batches[verified:] if not any(log.holds(*b) for log in holders)]
+        self._state[key] = (stamp, len(batches), missing)
+        return sum(b[1] for b in missing)
