@@ -256,6 +256,72 @@ def metrics_load(run_dir: Path, tsdb: Path) -> None:
     out.print("simulated runs are stamped from 2023-11-14T22:13:20Z (time 0); query that range.", highlight=False, style="dim")
 
 
+DASHBOARDS_DIR = Path(__file__).resolve().parents[1] / "infra" / "grafana" / "dashboards"
+
+
+@main.group()
+def dashboards() -> None:
+    """Grafana dashboards of the metrics (infra/grafana/dashboards/*.json)."""
+
+
+@dashboards.command("generate")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=DASHBOARDS_DIR, show_default=True, help="Folder for the JSON files.")
+def dashboards_generate(out_dir: Path) -> None:
+    """Write every dashboard's JSON model (built in observability/metrics/dashboards.py)."""
+    from observability.metrics.dashboards import write
+
+    for path in write(out_dir):
+        out.print(f"wrote {path}", highlight=False)
+
+
+@dashboards.command("push")
+@click.option("--url", default=None, help="Grafana server, e.g. http://127.0.0.1:3000 (the token comes from GRAFANA_TOKEN only).")
+@click.option("--from", "from_dir", type=click.Path(path_type=Path), default=None, help="Upload the JSON files of this folder instead of building them now.")
+def dashboards_push(url: str | None, from_dir: Path | None) -> None:
+    """Upload the dashboards to a Grafana server (folder `kraftlab`), with the token in GRAFANA_TOKEN."""
+    import os
+
+    from kraftlab.dashboards import DashboardsError, push
+
+    token = os.environ.get("GRAFANA_TOKEN", "")
+    if not url:
+        _input_error("--url: missing (the Grafana server, e.g. http://127.0.0.1:3000)")
+    if not token:
+        _input_error("GRAFANA_TOKEN: not set (a Grafana service account token; it is read from the environment only)")
+    try:
+        uids = push(url, token, from_dir)
+    except DashboardsError as exc:
+        _input_error(str(exc))
+        return
+    except Exception as exc:  # grafana-client's errors, or the server unreachable
+        err.print(f"[bold red]error:[/] {url}: {type(exc).__name__}: {exc}", highlight=False, soft_wrap=True)
+        sys.exit(1)
+    out.print(f"pushed {', '.join(uids)} to {url} (folder kraftlab)", highlight=False)
+
+
+@dashboards.command("render")
+@click.option("--prometheus", default="http://127.0.0.1:9090", show_default=True, help="Prometheus holding the runs (e.g. started on `kraftlab metrics load`'s TSDB).")
+@click.option("--start", type=float, default=None, help="Range start, Unix seconds (default: simulated time 0, 2023-11-14T22:13:20Z).")
+@click.option("--end", type=float, default=None, help="Range end, Unix seconds (default: start + 60).")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("docs"), show_default=True, help="Folder for dashboard-<name>.png.")
+def dashboards_render(prometheus: str, start: float | None, end: float | None, out_dir: Path) -> None:
+    """Draw each dashboard's main panels with matplotlib from Prometheus (Grafana's queries, variables at All)."""
+    from kraftlab.dashboards import DashboardsError, render_all
+    from observability.metrics.openmetrics import SIM_EPOCH_S
+
+    start = SIM_EPOCH_S if start is None else start
+    end = start + 60 if end is None else end
+    if end <= start:
+        _input_error(f"--end {end} is not after --start {start}")
+    try:
+        paths = render_all(prometheus, start, end, out_dir)
+    except DashboardsError as exc:
+        _input_error(str(exc))
+        return
+    for path in paths:
+        out.print(f"wrote {path}", highlight=False)
+
+
 @main.command()
 def schema() -> None:
     """Print the JSON Schema of scenario files (for editors)."""

@@ -5,72 +5,8 @@ off, as Kafka's metrics cannot (the re-election that loses records counts as cle
 
 from __future__ import annotations
 
-import json
-import shutil
-import socket
-import subprocess
-import time
-import urllib.parse
-import urllib.request
-from pathlib import Path
-
-import pytest
-from click.testing import CliRunner
-
-from kraftlab.cli import main
-from kraftlab.runner import run_scenario
-from observability.metrics.openmetrics import SIM_EPOCH_S
-from workloads.scenario.loading import load_scenario
-
-ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.skipif(shutil.which("prometheus") is None or shutil.which("promtool") is None,
-                                reason="Prometheus not installed (Debian: apt-get install prometheus; .ci/run does)")
-
-RUNS = {"elr": "last-replica-standing-load", "no-elr": "last-replica-standing-load-no-elr"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def prometheus(tmp_path_factory):
-    """Both runs as one campaign directory, loaded with `kraftlab metrics load`, served by a
-    Prometheus on loopback; yields (query_range, the runs' summaries)."""
-    root = tmp_path_factory.mktemp("campaign")
-    summaries = {}
-    for run, name in RUNS.items():
-        scenario, _ = load_scenario(name)
-        summaries[run] = run_scenario(scenario, source=name, out_dir=root / "runs" / run).summary
-    tsdb = root / "tsdb"
-    result = CliRunner().invoke(main, ["metrics", "load", str(root), "--tsdb", str(tsdb)])
-    assert result.exit_code == 0, result.output
-    port = free_port()
-    proc = subprocess.Popen(["prometheus", f"--storage.tsdb.path={tsdb}", f"--config.file={ROOT / 'infra/prometheus/empty.yml'}",
-                             f"--web.listen-address=127.0.0.1:{port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(100):
-            try:
-                if urllib.request.urlopen(f"{base}/-/ready", timeout=1).status == 200:
-                    break
-            except OSError:
-                time.sleep(0.1)
-        else:
-            pytest.fail("Prometheus did not become ready")
-
-        def query_range(expr: str, seconds: float = 120) -> list[dict]:
-            args = urllib.parse.urlencode({"query": expr, "start": SIM_EPOCH_S, "end": SIM_EPOCH_S + seconds, "step": 1})
-            answer = json.load(urllib.request.urlopen(f"{base}/api/v1/query_range?{args}", timeout=10))
-            assert answer["status"] == "success", answer
-            return answer["data"]["result"]
-
-        yield query_range, summaries
-    finally:
-        proc.terminate()
-        proc.wait(10)
+# The `prometheus` fixture (conftest.py): both runs as one campaign directory, loaded with
+# `kraftlab metrics load`, served by a Prometheus on loopback; (query_range, the runs' summaries).
 
 
 def values(result: list[dict]) -> list[float]:
