@@ -55,7 +55,10 @@ def test_prometheus_scrapes_a_ray_run_live(tmp_path):
         summary = json.loads((tmp_path / "run" / "summary.json").read_text())
         isr = query_range(base, "kraftlab_partition_isr_size", started, ended + 1)
         assert len(isr) >= 10 and max(isr) == 3  # scraped for seconds while the run went
-        assert min(isr) == 1  # brokers 3 and 2 fell out of the ISR, as the scenario makes them
+        assert min(isr) == 0  # brokers 3 and 2 fell out, then the last one, broker 1, crashed
+        # KIP-966: below MinISR the ISR's leavers wait in the ELR (for seconds here; the offline spell
+        # with an ELR member, about a second on Ray, is checked on simulated runs in tests/prometheus).
+        assert max(query_range(base, "kraftlab_partition_elr_size", started, ended + 1)) >= 1
         active = query_range(base, "sum(kafka_controller_kafkacontroller_activecontrollercount)", started, ended + 1)
         assert max(active) == 1
         acked = query_range(base, 'kraftlab_records_total{outcome="ok"}', started, ended + 1)
