@@ -120,7 +120,10 @@ def scenarios() -> None:
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None, help="Folder for the two run directories (default runs/demo-<time>/).")
 @click.option("--analyze/--no-analyze", "analyze_too", default=True, show_default=True, help="End with `kraftlab analyze` of both histories (Spark).")
 @click.option("--engine", type=click.Choice(["raydp", "local"]), default=None, help="Spark for the analysis: raydp (default with --runtime ray) or local (default with --runtime sim).")
-def demo(runtime: str, address: str | None, out_dir: Path | None, analyze_too: bool, engine: str | None) -> None:
+@click.option("--metrics-port", type=click.IntRange(min=0, max=65535), default=None, help="Serve each run's metrics live: ELR on at PORT, ELR off at PORT+1 (0: any free ports).")
+@click.option("--metrics-host", default="127.0.0.1", show_default=True, help="Address the metrics servers bind to.")
+def demo(runtime: str, address: str | None, out_dir: Path | None, analyze_too: bool, engine: str | None,
+         metrics_port: int | None, metrics_host: str) -> None:
     """The default job: Last Replica Standing under load, ELR on vs off, compared."""
     if out_dir is not None and out_dir.exists() and any(out_dir.iterdir()):
         _input_error(f"--out {out_dir}: the folder exists and is not empty")
@@ -132,7 +135,13 @@ def demo(runtime: str, address: str | None, out_dir: Path | None, analyze_too: b
         def on_progress(variant: str, index: int, steps: int, kind: str) -> None:
             progress.update(tasks[variant], completed=index, total=steps, step=kind)
 
-        rows = demo_mod.run_demo(runtime=runtime, address=address, out_root=out_dir, on_progress=on_progress)
+        try:
+            rows = demo_mod.run_demo(runtime=runtime, address=address, out_root=out_dir, on_progress=on_progress,
+                                     metrics_port=metrics_port, metrics_host=metrics_host,
+                                     on_metrics_url=lambda variant, url: progress.console.print(f"metrics ({variant}): {url}", highlight=False))
+        except RunSetupError as exc:
+            _input_error(str(exc))
+            return
     if analyze_too:
         engine = engine or ("raydp" if runtime == "ray" else "local")
         with out.status(f"analyzing both histories with Spark ({engine})…"):

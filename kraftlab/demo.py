@@ -102,8 +102,13 @@ def run_demo(
     address: str | None = None,
     out_root: Path | None = None,
     on_progress: ProgressCallback | None = None,
+    metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1",
+    on_metrics_url: Callable[[str, str], None] | None = None,
 ) -> list[DemoRow]:
-    """Run both variants concurrently; rows in VARIANTS order."""
+    """Run both variants concurrently; rows in VARIANTS order. `metrics_port`: serve each run's
+    metrics live, the first variant's on that port and the second's on the next one (0: any free
+    ports); each URL goes to `on_metrics_url(variant, url)`."""
     scenarios = [(variant, name, load_scenario(name, runtime=runtime)[0]) for variant, name in VARIANTS]
     root = Path(out_root) if out_root is not None else DEFAULT_RUNS_ROOT / f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
     if runtime == "ray":
@@ -111,18 +116,23 @@ def run_demo(
 
         adapter.connect(address)  # once, before the two runs share the connection
 
-    def one(variant: str, name: str, sc: Any) -> DemoRow:
+    def one(index: int, variant: str, name: str, sc: Any) -> DemoRow:
         def step(index: int, st: Any) -> None:
             if on_progress is not None:
                 on_progress(variant, index, len(sc.steps), st.kind())
 
-        result = run_scenario(sc, source=name, out_dir=root / name, on_step=step, address=address)
+        port = None
+        if metrics_port is not None:
+            port = metrics_port + index if metrics_port else 0
+        result = run_scenario(sc, source=name, out_dir=root / name, on_step=step, address=address, metrics_port=port,
+                              metrics_host=metrics_host,
+                              on_metrics_url=(lambda url: on_metrics_url(variant, url)) if on_metrics_url else None)
         if on_progress is not None:
             on_progress(variant, len(sc.steps), len(sc.steps), "done")
         return DemoRow.from_result(variant, result)
 
     with ThreadPoolExecutor(len(scenarios)) as pool:
-        futures = [pool.submit(one, *v) for v in scenarios]
+        futures = [pool.submit(one, i, *v) for i, v in enumerate(scenarios)]
         return [f.result() for f in futures]
 
 

@@ -25,7 +25,7 @@ RAY_CONSOLE_MARKS = ("(raylet)", "(pid=", "worker processes have been started", 
 def test_demo_compares_elr_on_and_off_on_ray(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     env["PYTHONPATH"] = str(ROOT)
-    proc = subprocess.run([sys.executable, "-m", "kraftlab.cli", "demo", "--out", str(tmp_path / "demo")],
+    proc = subprocess.run([sys.executable, "-m", "kraftlab.cli", "demo", "--out", str(tmp_path / "demo"), "--metrics-port", "0"],
                           env=env, cwd=ROOT, capture_output=True, text=True, timeout=900)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output
@@ -59,3 +59,4 @@ def test_demo_compares_elr_on_and_off_on_ray(tmp_path):
         assert checks["stats"]["lost_by_acks"].get("all", 0) == summary["stats"]["acked_lost"], name
         assert (tmp_path / "demo" / name / "analysis" / "report.html").is_file()
     assert "history (Spark)" in proc.stdout
+    assert "metrics (ELR on): http://127.0.0.1:" in proc.stdout and "metrics (ELR off): http://127.0.0.1:" in proc.stdout

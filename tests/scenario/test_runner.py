@@ -2,6 +2,7 @@
 determinism, failures with their replay command, and the CLI's other commands."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -205,6 +206,16 @@ def test_demo_in_the_simulator_compares_elr_on_and_off(tmp_path):
     assert on["stats"]["availability"]["t-0"]["offline_ms"] > off["stats"]["availability"]["t-0"]["offline_ms"]
     for row in ("ELR on", "ELR off"):
         assert row in result.output
+
+
+def test_demo_serves_each_runs_metrics_on_its_own_port(tmp_path):
+    result = cli("demo", "--runtime", "sim", "--no-analyze", "--metrics-port", "0", "--out", tmp_path / "demo")
+    assert result.exit_code == 0, result.output
+    urls = re.findall(r"metrics \((ELR on|ELR off)\): (http://127\.0\.0\.1:(\d+)/metrics)", result.output)
+    assert {variant for variant, _, _ in urls} == {"ELR on", "ELR off"}
+    assert len({port for _, _, port in urls}) == 2
+    for name in ("last-replica-standing-load", "last-replica-standing-load-no-elr"):
+        assert (tmp_path / "demo" / name / "metrics.om").read_text().endswith("# EOF\n")
 
 
 def test_demo_refuses_a_non_empty_out_folder(tmp_path):
