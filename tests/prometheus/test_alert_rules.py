@@ -27,3 +27,11 @@ def test_the_rules_are_valid():
 def test_the_rules_pass_their_unit_tests():
     result = promtool("test", "rules", "alerts_test.yml")
     assert result.returncode == 0 and "SUCCESS" in result.stdout, result.stdout + result.stderr
+
+
+def test_the_shipped_prometheus_configs_are_valid():
+    # prometheus.yml: kraftlab's live series, Ray's through its service-discovery file, the alerts.
+    for config in ("prometheus.yml", "empty.yml"):
+        result = promtool("check", "config", config)
+        assert result.returncode == 0 and "SUCCESS" in result.stdout, result.stdout + result.stderr
+    assert "1 rule files found" in promtool("check", "config", "prometheus.yml").stdout
