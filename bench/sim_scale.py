@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from observability.history import HistoryWriter
+from observability.metrics.openmetrics import SIM_EPOCH_S, recorder_for
 from workloads.drivers import sim_cluster
 from workloads.scenario.loading import validate
 from workloads.scenario.schema import LoadArgs
@@ -46,9 +47,13 @@ def scenario(partitions: int):
 
 def run(partitions: int, warmup_ms: float, after_ms: float, out: Path) -> dict:
     history = HistoryWriter(out)
+    # As `kraftlab run` observes a run: the history and metrics.om (one sample of every series
+    # per simulated second; records lost read from the view).
+    metrics = recorder_for(out / "metrics.om", ("c1", "c2", "c3"), 6, SIM_EPOCH_S)
     wall0, cpu0 = time.perf_counter(), time.process_time()
-    cluster = sim_cluster(scenario(partitions), event_sinks=[history])
+    cluster = sim_cluster(scenario(partitions), event_sinks=[history, metrics])
     sim, view = cluster.sim, cluster.view()
+    metrics.model.lost.view = view
     ready_ms, ready_wall = sim.now_ms, time.perf_counter()
     cluster.clients.load(protocol_command("load", LoadArgs(producers=2, consumers=0, rate_per_s=2000, message_bytes=100, acks="all")), {"t": partitions})
     cluster.run_for(warmup_ms)
@@ -64,6 +69,7 @@ def run(partitions: int, warmup_ms: float, after_ms: float, out: Path) -> dict:
     cluster.restart("b1")
     cluster.run_for(after_ms)
     history.close()
+    metrics.close(sim.now_ms)
     wall = time.perf_counter() - wall0
     steps_wall = time.perf_counter() - ready_wall
     steps_sim_s = (sim.now_ms - ready_ms) / 1000.0
