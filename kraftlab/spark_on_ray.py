@@ -81,9 +81,7 @@ def analyze_runs(run_dirs: list[Path], engine: str, log_dir: Path, address: str 
     try:
         return [analyze_run(run_dir, engine=engine, spark=spark)[0] for run_dir in run_dirs]
     finally:
-        if not own:
-            pass
-        elif engine == "raydp":
+        if own and engine == "raydp":
             stop()
-        else:
+        elif own:
             spark.stop()

@@ -22,6 +22,8 @@ rows repeat per voter with the same `metadata_offset` (the record's offset in th
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -370,6 +372,21 @@ class BrokerChange(NamedTuple):
 # --- faults and processes -----------------------------------------------------------------------
 
 FAULTS = ("crash_process", "crash_os", "crash_disk", "restart", "shutdown", "isolate", "partition", "link", "heal")
+# Faults that stop a node until a `restart` of the same target, and network faults that `heal` ends.
+NODE_FAULTS = ("crash_process", "crash_os", "crash_disk", "shutdown")
+NETWORK_FAULTS = ("isolate", "partition", "link")
+# What separates the nodes a network fault's target names: `b1,c1|b2,b3`, `b1->b2`.
+FAULT_TARGET_SEPARATORS = r"\||,|->"
+
+
+def fault_undone_by(fault: str, target: str, later_fault: str, later_target: str) -> bool:
+    """Whether a later `fault` row ends an active fault, the rule every reader of fault windows
+    shares (windows.py says it in Spark): a node fault ends at `restart` of the same node; a network
+    fault at `heal` of `all` or of any node its target names, since healing a node removes every
+    network fault touching it (a partition healed for one of its nodes counts as ended)."""
+    if fault in NODE_FAULTS:
+        return later_fault == "restart" and later_target == target
+    return later_fault == "heal" and (later_target == "all" or later_target in re.split(FAULT_TARGET_SEPARATORS, target))
 
 
 @event("fault")

@@ -35,27 +35,12 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from .anomalies import EXAMPLES
+from .committed import committed_brokers, committed_partitions
 from .errors import AnalysisInputError
 
 RECHECKED = ("ElectionSafety", "MonotonicEpochs", "IsrElrShape", "NoFencedInIsr", "UncleanExclusion")
 
 Found = dict[str, dict[str, dict[str, Any]]]  # run -> invariant -> {count, examples: [{at_ms, detail}]}
-
-
-def _committed_partitions(history: DataFrame) -> DataFrame:
-    """Each committed partition record once (several voters report it): the earliest report."""
-    cols = ["leader", "leader_epoch", "partition_epoch", "replicas", "isr", "elr", "min_isr"]
-    return (history.where(F.col("kind") == "partition_change")
-            .groupBy("run", "topic", "partition", "metadata_offset")
-            .agg(F.min_by(F.struct(*cols), "time_ms").alias("s"), F.min("time_ms").alias("time_ms"))
-            .select("run", "topic", "partition", "metadata_offset", "time_ms", "s.*"))
-
-
-def _committed_brokers(history: DataFrame) -> DataFrame:
-    return (history.where(F.col("kind") == "broker_change")
-            .groupBy("run", "broker", "metadata_offset")
-            .agg(F.min_by(F.struct("epoch", "fenced"), "time_ms").alias("s"), F.min("time_ms").alias("time_ms"))
-            .select("run", "broker", "metadata_offset", "time_ms", "s.*"))
 
 
 def _findings(df: DataFrame, name: str, detail: F.Column) -> DataFrame:
@@ -159,8 +144,8 @@ def elr_elections(history: DataFrame, partitions: DataFrame, brokers: DataFrame)
 
 def recheck_invariants(history: DataFrame) -> Found:
     """Per run, the violations Spark finds: {invariant: {count, examples}}; runs with none absent."""
-    partitions = _committed_partitions(history).cache()
-    brokers = _committed_brokers(history).cache()
+    partitions = committed_partitions(history).cache()
+    brokers = committed_brokers(history).cache()
     parts = [*election_safety(history, partitions), *monotonic_epochs(partitions, brokers),
              *isr_elr_shape(partitions), *elr_elections(history, partitions, brokers)]
     violations = parts[0]

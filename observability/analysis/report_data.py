@@ -5,7 +5,6 @@ few columns), so that a history of millions of events costs a scan of a handful 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,8 +14,9 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from observability.events import NETWORK_FAULTS, NODE_FAULTS, fault_undone_by
+
 from .errors import AnalysisInputError
-from .windows import NETWORK_FAULTS, NODE_FAULTS
 
 PARTITION_KEY = ("topic", "partition", "metadata_offset")
 
@@ -99,14 +99,6 @@ class FaultSpan:
         return f"{self.fault} {self.target}"
 
 
-def _undoes(start: dict[str, Any], end: dict[str, Any]) -> bool:
-    """windows.fault_intervals' matching rule: a node fault ends at `restart` of the same node; a
-    network fault at `heal` of `all` or of any node its target names (`b1,c1|b2,b3`, `b1->b2`)."""
-    if start["fault"] in NODE_FAULTS:
-        return end["fault"] == "restart" and end["target"] == start["target"]
-    return end["fault"] == "heal" and (end["target"] == "all" or end["target"] in re.split(r"\||,|->", start["target"]))
-
-
 def fault_spans(run_dir: Path) -> list[FaultSpan]:
     """The faults the driver applied, each with the first later `fault` row that undoes it (the
     driver's order: time_ms, then node_seq), as windows.fault_intervals computes them."""
@@ -119,7 +111,7 @@ def fault_spans(run_dir: Path) -> list[FaultSpan]:
     for i, start in enumerate(rows):
         if start["fault"] not in NODE_FAULTS + NETWORK_FAULTS:
             continue
-        end = next((e for e in rows[i + 1:] if _undoes(start, e)), None)
+        end = next((e for e in rows[i + 1:] if fault_undone_by(start["fault"], start["target"], e["fault"], e["target"])), None)
         spans.append(FaultSpan(start["fault"], start["target"], start["time_ms"], end["time_ms"] if end else None))
     return spans
 

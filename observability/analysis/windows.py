@@ -17,8 +17,6 @@ second of that run's history (every second present, empty ones too); `run` names
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +25,11 @@ import pyarrow.parquet as pq
 import yaml
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
+
+from observability.events import FAULT_TARGET_SEPARATORS, NETWORK_FAULTS, NODE_FAULTS
+
+from .committed import committed_partitions
+from .output import atomic_path
 
 WINDOW_MS = 1000
 
@@ -44,9 +47,6 @@ SCHEMA = pa.schema([
     ("faults_active", pa.int64()),
 ])
 
-# Faults that stop a node until `restart` of the same target, and network faults that `heal` ends.
-NODE_FAULTS = ("crash_process", "crash_os", "crash_disk", "shutdown")
-NETWORK_FAULTS = ("isolate", "partition", "link")
 
 
 def min_isr_rule(run_dir: Path) -> tuple[int, dict[str, int]]:
@@ -86,15 +86,9 @@ def partition_states(history: DataFrame) -> DataFrame:
     """Each committed partition record, once, with the span of time it holds: (run, topic,
     partition, leader, isr, time_ms, until_ms; until null for the last).
 
-    Every controller voter writes a `partition_change` row for each committed partition record, at
-    slightly different times; the record is the same (same `metadata_offset`). Rows are deduped on
-    (topic, partition, metadata_offset), keeping the earliest time: the first moment any voter
-    knew the record committed."""
-    changes = (history.where(F.col("kind") == "partition_change")
-               .groupBy("run", "topic", "partition", "metadata_offset")
-               .agg(F.min_by(F.struct("leader", "isr"), F.struct("time_ms", "node")).alias("s"),
-                    F.min("time_ms").alias("time_ms"))
-               .select("run", "topic", "partition", "metadata_offset", "time_ms", "s.leader", "s.isr"))
+    Each record from its earliest report (committed.py): the first moment any voter knew it
+    committed."""
+    changes = committed_partitions(history).select("run", "topic", "partition", "metadata_offset", "time_ms", "leader", "isr")
     order = Window.partitionBy("run", "topic", "partition").orderBy("metadata_offset")
     return changes.withColumn("until_ms", F.lead("time_ms").over(order))
 
@@ -146,7 +140,7 @@ def fault_intervals(history: DataFrame) -> DataFrame:
         (F.col("s.fault").isin(*NODE_FAULTS) & (F.col("e.fault") == "restart") & (F.col("e.target") == F.col("s.target")))
         | (F.col("s.fault").isin(*NETWORK_FAULTS) & (F.col("e.fault") == "heal")
            & ((F.col("e.target") == "all")
-              | F.array_contains(F.split(F.col("s.target"), r"\||,|->"), F.col("e.target")))))
+              | F.array_contains(F.split(F.col("s.target"), FAULT_TARGET_SEPARATORS), F.col("e.target")))))
     return (starts.join(ends, (F.col("e.run") == F.col("s.run")) & later & undoes, "left")
             .groupBy(F.col("s.run").alias("run"), F.col("s.time_ms").alias("start_ms"), F.col("s.node_seq").alias("node_seq"),
                      F.col("s.fault").alias("fault"), F.col("s.target").alias("target"))
@@ -239,20 +233,11 @@ def write_dataframe(path: Path, df: DataFrame, schema: pa.Schema) -> None:
     """`df`'s rows (in its order) as one Parquet file, streamed from Spark in batches (a campaign's
     rows need not fit in the driver's memory), written under a temporary name in the same folder
     and renamed."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
-    os.close(fd)
-    try:
-        with pq.ParquetWriter(tmp, schema) as writer:
-            batch: list[dict[str, Any]] = []
-            for row in df.select(*schema.names).toLocalIterator():
-                batch.append(row.asDict())
-                if len(batch) >= BATCH_ROWS:
-                    writer.write_table(pa.Table.from_pylist(batch, schema=schema))
-                    batch = []
-            writer.write_table(pa.Table.from_pylist(batch, schema=schema))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_path(path) as tmp, pq.ParquetWriter(tmp, schema) as writer:
+        batch: list[dict[str, Any]] = []
+        for row in df.select(*schema.names).toLocalIterator():
+            batch.append(row.asDict())
+            if len(batch) >= BATCH_ROWS:
+                writer.write_table(pa.Table.from_pylist(batch, schema=schema))
+                batch = []
+        writer.write_table(pa.Table.from_pylist(batch, schema=schema))

@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from observability.events import UNCLEAN_ELECTIONS, EventRecord
+from observability.events import NETWORK_FAULTS, NODE_FAULTS, UNCLEAN_ELECTIONS, EventRecord, fault_undone_by
 
 from .lost import LostRecords
 
@@ -48,8 +48,6 @@ Sample = tuple[str, Labels, float]  # (sample name, labels, value)
 
 # Produce latency buckets (seconds): from a millisecond to a minute, as the demo's faults stretch it.
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
-NODE_FAULTS = ("crash_process", "crash_os", "crash_disk", "shutdown")
-NETWORK_FAULTS = ("isolate", "partition", "link")
 
 
 @dataclass(frozen=True)
@@ -218,13 +216,9 @@ class MetricsModel:
             self.faults[(ev.fault, ev.target)] = self.faults.get((ev.fault, ev.target), 0) + 1
             if ev.fault.startswith("crash_"):
                 self._down(ev.target)
-        elif ev.fault == "restart":
-            for key in [k for k in self.faults if k[0] in NODE_FAULTS and k[1] == ev.target]:
-                self.faults[key] = 0
-        elif ev.fault == "heal":
-            # As windows.py matches them: `heal all` ends every network fault, `heal X` those naming X.
-            for key in [k for k in self.faults if k[0] in NETWORK_FAULTS]:
-                if ev.target == "all" or ev.target in key[1].replace("->", ",").replace("|", ",").split(","):
+        elif ev.fault in ("restart", "heal"):
+            for key in self.faults:
+                if fault_undone_by(key[0], key[1], ev.fault, ev.target):
                     self.faults[key] = 0
 
     def _on_violation(self, rec: EventRecord) -> None:
