@@ -105,13 +105,61 @@ def _print_summary(result: RunResult) -> None:
 @main.command()
 def scenarios() -> None:
     """List the built-in scenario library."""
+    out.print(_library_table(library_scenarios()))
+
+
+def _library_table(library: dict[str, Path]) -> Table:
+    """Each library file's name and the first sentence of its description (it says what it shows)."""
     table = Table("name", "description")
-    for name, path in library_scenarios().items():
+    for name, path in library.items():
         raw = parse_yaml(path.read_text(), str(path))
         text = " ".join(str(raw.get("description", "")).split())
-        first = text.split(". ")[0].rstrip(".")  # the first sentence says what it shows
+        first = text.split(". ")[0].rstrip(".")
         table.add_row(name, first + ("." if first else ""))
-    out.print(table)
+    return table
+
+
+@main.command()
+@click.argument("campaign_file", metavar="CAMPAIGN")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None, help="Campaign directory (default campaigns/<name>/); the same --out resumes.")
+@click.option("--parallel", type=click.IntRange(min=0), default=None,
+              help="Runs in flight at once (default: 2 per Ray CPU for simulator runs, 1 for runtime ray); 0: one at a time in this process, without Ray.")
+@click.option("--address", default=None, help="Ray cluster to run on; default RAY_ADDRESS, else an embedded local Ray.")
+@click.option("--print-schedule", "print_seed", type=click.IntRange(min=0), default=None, metavar="SEED",
+              help="Print the load and fault schedule SEED draws (first cell), and run nothing.")
+@click.option("--minimize-budget", type=click.IntRange(min=0), default=40, show_default=True, help="Most candidate runs per failure signature when minimizing.")
+def campaign(campaign_file: str, out_dir: Path | None, parallel: int | None, address: str | None, print_seed: int | None, minimize_budget: int) -> None:
+    """Run CAMPAIGN (a file, or a name from `kraftlab campaigns`): its matrix × seeds, with faults and
+    load drawn from each seed; resumable with the same --out."""
+    from kraftlab.campaign.command import execute_campaign, print_summary
+    from kraftlab.campaign.orchestrate import default_out
+    from workloads.campaign.generate import plan_run
+    from workloads.campaign.spec import CampaignError, load_campaign
+
+    try:
+        loaded = load_campaign(campaign_file)
+    except CampaignError as exc:
+        _input_error(str(exc))
+        return
+    if print_seed is not None:
+        out.print(plan_run(loaded, loaded.spec.cells()[0], print_seed).schedule, highlight=False)
+        return
+    target = out_dir if out_dir is not None else default_out(loaded)
+    try:
+        summary = execute_campaign(loaded, target, parallel=parallel, address=address, console=out, minimize_budget=minimize_budget)
+    except CampaignError as exc:
+        _input_error(str(exc))
+        return
+    print_summary(summary, out)
+    sys.exit(0 if summary["ok"] else 1)
+
+
+@main.command()
+def campaigns() -> None:
+    """List the built-in campaign library."""
+    from workloads.campaign.spec import campaign_library
+
+    out.print(_library_table(campaign_library()))
 
 
 @main.command()

@@ -177,6 +177,17 @@ def read_history(directory: Path) -> pa.Table:
     return table.sort_by([("time_ms", "ascending"), ("node", "ascending"), ("incarnation", "ascending"), ("node_seq", "ascending")])
 
 
+def read_kinds(directory: Path, kinds: tuple[str, ...], columns: tuple[str, ...]) -> list[dict]:
+    """The rows of a few kinds, a few columns each, read with Parquet's own filter: the cost of a
+    rare kind, not of the whole history."""
+    files = history_files(directory)
+    if not files:
+        return []
+    wanted = [c for c in dict.fromkeys(("kind", "time_ms", *columns)) if c in SCHEMA.names]
+    table = pa.concat_tables([pq.read_table(f, columns=wanted, filters=[("kind", "in", list(kinds))], schema=SCHEMA) for f in files])
+    return table.sort_by([("time_ms", "ascending")]).to_pylist()
+
+
 def read_rows(directory: Path, kind: str | None = None) -> list[dict]:
     """The history as dicts (tests and small runs), optionally of one kind, without null columns."""
     table = read_history(directory)

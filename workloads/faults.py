@@ -19,7 +19,8 @@ from actors.runtime.api import FaultAction  # the actions a driver carries out (
 
 __all__ = ["FaultAction", "FaultKind", "FaultProfile", "FaultSchedule"]
 
-FaultKind = Literal["crash_os", "crash_process", "crash_disk", "isolate", "partition", "link"]
+FaultKind = Literal["crash_os", "crash_process", "crash_disk", "isolate", "partition", "link", "slow"]
+FAULT_KINDS: tuple[str, ...] = FaultKind.__args__  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,8 @@ class FaultProfile:
     # A `link` fault drops a share of the messages in this range and delays the rest by this much.
     link_drop: tuple[float, float] = (0.1, 1.0)
     link_delay_ms: tuple[float, float] = (0.0, 50.0)
+    # A `slow` fault delays every message of one link by this much, and drops none.
+    slow_delay_ms: tuple[float, float] = (50.0, 2_000.0)
 
 
 @dataclass
@@ -39,6 +42,9 @@ class FaultSchedule:
     profile: FaultProfile
     nodes: tuple[str, ...]
     actions: list[FaultAction] = field(default_factory=list)
+    # Each fault as (its action, the action that undoes it), in the order drawn: what a minimizer
+    # removes one at a time (kraftlab/campaign/minimize.py).
+    faults: list[tuple[FaultAction, FaultAction]] = field(default_factory=list)
 
     @classmethod
     def draw(cls, seed: int, nodes: Sequence[str], profile: FaultProfile) -> FaultSchedule:
@@ -54,29 +60,36 @@ class FaultSchedule:
             outage = min(rng.expovariate(1.0 / profile.mean_outage_ms), profile.duration_ms - t)
             up = [n for n in nodes if down_until.get(n, 0.0) <= t]
             if kind.startswith("crash"):
+                # A disk loss hits brokers only: a KRaft voter that loses its log must be removed
+                # and added again (KIP-853), which no fault schedule does.
+                up = [n for n in up if kind != "crash_disk" or n.startswith("b")]
                 if not up:
                     continue
                 node = rng.choice(up)
                 down_until[node] = t + outage
-                schedule.actions.append(FaultAction(t, kind, (node,)))
-                schedule.actions.append(FaultAction(t + outage, "restart", (node,)))
+                schedule._add(FaultAction(t, kind, (node,)), FaultAction(t + outage, "restart", (node,)))
             elif kind == "isolate":
                 node = rng.choice(list(nodes))
-                schedule.actions.append(FaultAction(t, "isolate", (node,)))
-                schedule.actions.append(FaultAction(t + outage, "heal", (node,)))
+                schedule._add(FaultAction(t, "isolate", (node,)), FaultAction(t + outage, "heal", (node,)))
             elif kind == "partition":
                 shuffled = list(nodes)
                 rng.shuffle(shuffled)
                 cut = rng.randrange(1, len(shuffled)) if len(shuffled) > 1 else 1
                 groups = (tuple(sorted(shuffled[:cut])), tuple(sorted(shuffled[cut:])))
-                schedule.actions.append(FaultAction(t, "partition", groups=groups))
-                schedule.actions.append(FaultAction(t + outage, "heal", ()))
-            elif kind == "link":
+                schedule._add(FaultAction(t, "partition", groups=groups), FaultAction(t + outage, "heal", ()))
+            elif kind in ("link", "slow") and len(nodes) > 1:
                 src, dst = rng.sample(list(nodes), 2)
-                schedule.actions.append(FaultAction(t, "link", (src, dst), drop=round(rng.uniform(*profile.link_drop), 3), delay_ms=round(rng.uniform(*profile.link_delay_ms), 1)))
-                schedule.actions.append(FaultAction(t + outage, "heal", (src,)))
+                if kind == "link":
+                    drop, delay = round(rng.uniform(*profile.link_drop), 3), round(rng.uniform(*profile.link_delay_ms), 1)
+                else:
+                    drop, delay = 0.0, round(rng.uniform(*profile.slow_delay_ms), 1)
+                schedule._add(FaultAction(t, "link", (src, dst), drop=drop, delay_ms=delay), FaultAction(t + outage, "heal", (src,)))
         schedule.actions.sort(key=lambda a: a.at_ms)
         return schedule
+
+    def _add(self, fault: FaultAction, undo: FaultAction) -> None:
+        self.actions += [fault, undo]
+        self.faults.append((fault, undo))
 
     def describe(self) -> str:
         lines = [f"fault schedule for seed {self.seed}: {len(self.actions)} actions over {self.profile.duration_ms:g} ms"]

@@ -23,8 +23,10 @@ from typing import Any
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from observability.anomaly_names import ANOMALY_NAMES
+
 EXAMPLES = 5
-NAMES = ("lost-write", "duplicate", "inconsistent-offsets", "uncommitted-read", "nonmonotonic-poll", "poll-skip", "unseen")
+NAMES = ANOMALY_NAMES
 IDENTITY = ["run", "producer", "sequence"]
 PLACE = ["run", "topic", "partition"]
 

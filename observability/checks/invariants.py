@@ -34,3 +34,16 @@ QUORUM_INVARIANTS: dict[str, str] = {
 }
 
 INVARIANT_NAMES: frozenset[str] = frozenset(PARTITION_INVARIANTS) | frozenset(QUORUM_INVARIANTS)
+
+# What protocol-facts.md allows on a partition that suffered MinISR lossy unclean shutdowns of
+# leader candidates (beyond the protocol's tolerance f = MinISR - 1, replication-correctness.md
+# §6.2 and §6.8; the `beyond_tolerance` event): NoCommittedRecordLostGlobally "may only fail after
+# >= MinISR lossy unclean shutdowns", and the unclean recovery that follows breaks what rests on it.
+BEYOND_TOLERANCE_ALLOWED: frozenset[str] = frozenset(
+    {"LeaderCompleteness", "TrueHWMMonotonic", "ConsistentRead", "LogMatching", "NoCommittedRecordLostGlobally"})
+
+
+def excused_beyond_tolerance(invariant: str, detail: str, beyond: set[str]) -> bool:
+    """A violation the protocol allows: one of BEYOND_TOLERANCE_ALLOWED on a partition ("t-0", as
+    the detail starts) that went beyond tolerance."""
+    return invariant in BEYOND_TOLERANCE_ALLOWED and detail.split(":")[0] in beyond

@@ -13,13 +13,13 @@ import os
 
 import pytest
 
+from observability.checks.invariants import excused_beyond_tolerance
+
 from .data_world import PROFILE, SLOW_LINKS, SWITCHES, run_seed
 from .seed_pool import in_seed_order
 
 # 200 in CI (the suite's 20-minute budget); KRAFTLAB_SWEEP_SEEDS=300 gives the README's figures.
 SEEDS = int(os.environ.get("KRAFTLAB_SWEEP_SEEDS", "200"))
-# What an unclean recovery beyond the tolerance implies (and only on that partition).
-BEYOND_TOLERANCE_ALLOWED = {"LeaderCompleteness", "TrueHWMMonotonic", "ConsistentRead", "LogMatching", "NoCommittedRecordLostGlobally"}
 
 
 def unexcused(cluster) -> dict[str, str]:
@@ -27,7 +27,7 @@ def unexcused(cluster) -> dict[str, str]:
     return {
         name: v.detail
         for name, v in cluster.sim.violations.items()
-        if not (name in BEYOND_TOLERANCE_ALLOWED and v.detail.split(":")[0] in beyond)
+        if not excused_beyond_tolerance(name, v.detail, beyond)
     }
 
 

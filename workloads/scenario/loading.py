@@ -57,17 +57,21 @@ def library_scenarios() -> dict[str, Path]:
 
 def resolve_source(arg: str) -> Path:
     """A path to a scenario file, or the name of a library scenario."""
+    return resolve_in_library(arg, library_scenarios(), "scenario", ScenarioError)
+
+
+def resolve_in_library(arg: str, library: dict[str, Path], what: str, error: type[ScenarioError]) -> Path:
+    """A path to a YAML file, or the name of one in `library` (`what`: "scenario", "campaign")."""
     path = Path(arg)
     if path.is_file():
         return path
-    library = library_scenarios()
     if arg in library:
         return library[arg]
     if path.is_dir():  # it exists, so "no such file" would mislead
-        raise ScenarioError(arg, [Problem("", "is a directory; expected a scenario YAML file or a library scenario name")])
+        raise error(arg, [Problem("", f"is a directory; expected a {what} YAML file or a library {what} name")])
     if path.suffix in (".yaml", ".yml") or "/" in arg:
-        raise ScenarioError(arg, [Problem("", "no such file")])
-    raise ScenarioError(arg, [Problem("", f"no such file or library scenario (library: {', '.join(library) or 'empty'})")])
+        raise error(arg, [Problem("", "no such file")])
+    raise error(arg, [Problem("", f"no such file or library {what} (library: {', '.join(library) or 'empty'})")])
 
 
 class _StrictLoader(yaml.SafeLoader):

@@ -13,7 +13,8 @@ import asyncio
 import os
 import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +102,18 @@ def copy_embedded_logs(destination: Path, since: float) -> bool:
             except OSError:  # rotated or removed meanwhile: Ray goes on writing its logs
                 continue
     return True
+
+
+def task_submitter(fn: Callable[..., Any], num_cpus: float = 1) -> Callable[..., Future]:
+    """`fn` as a Ray task: calling the result starts one (on any node with `num_cpus` free) and
+    returns a `concurrent.futures.Future` of its value. No retry: a task whose worker dies (killed,
+    out of memory) fails, and its caller records why, rather than running it twice."""
+    remote = ray.remote(num_cpus=num_cpus, max_retries=0)(fn)
+    return lambda *args: remote.remote(*args).future()
+
+
+def cluster_cpus() -> int:
+    return int(ray.cluster_resources().get("CPU", 1))
 
 
 def alive_nodes() -> list[dict[str, Any]]:

@@ -1,0 +1,168 @@
+"""`kraftlab campaign` on the console: the progress bar while runs go, then the table per cell,
+the failure signatures with their minimal scenarios, and the `expect` verdicts.
+
+Exit codes: 0 every `expect` rule held and no run raised; 1 a rule did not hold or a run raised
+(its traceback is in results.parquet and summary.json); 2 the campaign file or `--out` is invalid
+(nothing runs).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from workloads.campaign.generate import count_runs, plan_run
+from workloads.campaign.spec import Campaign
+
+from . import orchestrate
+from .execute import InProcess, OnRay
+from .minimize import DEFAULT_BUDGET, minimize, write_minimal
+from .outcome import safe_name
+from .report import cell_reports, check_expect, signatures
+
+
+def execute_campaign(campaign: Campaign, out: Path, *, parallel: int | None, address: str | None, console: Console,
+                     minimize_budget: int = DEFAULT_BUDGET) -> dict[str, Any]:
+    """Run what is missing, minimize each new failure signature, write summary.json; return it."""
+    total = count_runs(campaign)
+    console.print(f"[bold]{campaign.spec.name}[/]: {len(campaign.spec.cells())} cells × {len(campaign.spec.seed_list())} seeds = "
+                  f"{total:,} runs  →  {out}", highlight=False)
+    runtimes = {plan_run(campaign, cell, campaign.spec.seed_list()[0]).raw.get("runtime", "sim") for cell in campaign.spec.cells()}
+
+    def make_executor(runs_dir: Path):
+        if parallel == 0:
+            return InProcess(runs_dir)
+        return OnRay(runs_dir, address, parallel, ray_runs="ray" in runtimes)
+
+    started = time.monotonic()
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"),
+                  TimeRemainingColumn(), TextColumn("{task.fields[rate]}"), console=console, transient=False) as bar:
+        task = bar.add_task("runs", total=total, rate="")
+
+        def on_start(progress: orchestrate.Progress) -> None:
+            bar.update(task, completed=len(progress.rows))
+            if progress.resumed:
+                console.print(f"resuming: {progress.resumed:,} runs already done in {out / orchestrate.LOG_NAME}", highlight=False)
+
+        def on_row(progress: orchestrate.Progress, row: dict[str, Any]) -> None:
+            done_now = len(progress.rows) - progress.resumed
+            per_min = done_now / max(1e-9, (time.monotonic() - started) / 60)
+            failing = progress.failures_by_signature()
+            shown = ", ".join(f"{sig} {n}" for sig, n in list(failing.items())[:3]) + (" …" if len(failing) > 3 else "")
+            bar.update(task, completed=len(progress.rows), rate=f"{per_min:,.1f} runs/min" + (f"  failures: {shown}" if shown else ""))
+
+        try:
+            progress = orchestrate.run_campaign(campaign, out, make_executor, on_start=on_start, on_row=on_row)
+        except KeyboardInterrupt:
+            console.print(f"[yellow]interrupted[/]: the finished runs are in {out / orchestrate.LOG_NAME}; "
+                          "run the same command again to run only what is missing", highlight=False)
+            raise
+    rows = progress.rows
+    minimal = minimize_signatures(campaign, out, rows, console, minimize_budget, parallel, address)
+    summary = build_summary(campaign, out, rows, minimal, time.monotonic() - started)
+    orchestrate.write_json(out / "summary.json", summary)
+    return summary
+
+
+def minimize_signatures(campaign: Campaign, out: Path, rows: dict[str, dict[str, Any]], console: Console, budget: int,
+                        parallel: int | None = None, address: str | None = None) -> dict[str, Any]:
+    """failures/<signature>/minimal.yaml for each failure signature (kept when already there), the
+    signatures minimized at once, each a Ray task (in this process with `--parallel 0`)."""
+    found: dict[str, Any] = {}
+    cells = {c.index: c for c in campaign.spec.cells()}
+    jobs = []
+    for sig in signatures(rows):
+        if sig.startswith("error-") or campaign.spec.faults is None:
+            continue
+        directory = out / "failures" / safe_name(sig)
+        if (directory / "minimize.json").is_file():
+            found[sig] = json.loads((directory / "minimize.json").read_text())
+            continue
+        first = min((r for r in rows.values() if r["signature"] == sig), key=lambda r: (r["cell"], r["seed"]))
+        if plan_run(campaign, cells[first["cell"]], first["seed"]).raw.get("runtime", "sim") == "sim":
+            jobs.append((sig, directory, (campaign, cells[first["cell"]], first["seed"], first, (out / "runs" / first["run"]).resolve(), budget)))
+    if not jobs:
+        return found
+    submit = _minimizer(parallel, address)
+    with console.status(f"minimizing {len(jobs)} failure signature{'s' if len(jobs) > 1 else ''}…"):
+        futures = [(sig, directory, submit(*args)) for sig, directory, args in jobs]
+        for sig, directory, future in futures:
+            m = future.result()
+            path = write_minimal(m, campaign, directory)
+            report = m.as_dict() | {"minimal": str(path), "replay": f"kraftlab run {path}"}
+            orchestrate.write_json(directory / "minimize.json", report)
+            found[sig] = report
+    return found
+
+
+def _minimizer(parallel: int | None, address: str | None):
+    if parallel == 0:
+        def at_once(*args: Any) -> Future:
+            future: Future = Future()
+            future.set_result(minimize(*args))
+            return future
+        return at_once
+    from actors.runtime.ray.adapter import connect, task_submitter
+
+    connect(address)
+    return task_submitter(minimize)
+
+
+def build_summary(campaign: Campaign, out: Path, rows: dict[str, dict[str, Any]], minimal: dict[str, Any], wall_s: float) -> dict[str, Any]:
+    reports = cell_reports(campaign, rows)
+    verdicts = check_expect(campaign, reports)
+    sigs = signatures(rows)
+    for sig, entry in sigs.items():
+        if sig in minimal:
+            entry["minimal"] = {k: minimal[sig][k] for k in ("minimal", "replay", "before", "after", "reproduced", "candidate_runs")}
+    errors = sum(r.error for r in reports)
+    return {
+        "campaign": campaign.spec.name,
+        "out": str(out),
+        "runs": count_runs(campaign),
+        "done": len(rows),
+        "errors": errors,
+        "ok": all(v["held"] for v in verdicts) and errors == 0,
+        "wall_s": round(wall_s, 1),
+        "cells": [r.as_dict() for r in reports],
+        "signatures": sigs,
+        "expect": verdicts,
+    }
+
+
+def print_summary(summary: dict[str, Any], console: Console) -> None:
+    table = Table("cell", "runs", "ok", "failures by signature", "acked lost", "detection (95% CI)", title="per cell")
+    for c in summary["cells"]:
+        failures = ", ".join(f"{sig} {n}" for sig, n in sorted(c["signatures"].items(), key=lambda kv: -kv[1])) or ""
+        low, high = c["detection_ci95"]
+        extra = "".join(f" [red]{c[k]} {k}[/]" for k in ("error", "missing") if c[k])
+        table.add_row(c["label"], f"{c['runs']:,}", f"{c['ok']:,}{extra}", failures, f"{c['acked_lost']:,}",
+                      f"{100 * c['detection_rate']:.1f}% [{100 * low:.1f}, {100 * high:.1f}]")
+    console.print(table)
+    for sig, entry in summary["signatures"].items():
+        console.print(f"[bold]{sig}[/]: {entry['runs']:,} runs; replay: {entry['examples'][0]['replay']}", highlight=False, soft_wrap=True)
+        m = entry.get("minimal")
+        if m:
+            b, a = m["before"], m["after"]
+            mark = "" if m["reproduced"] else " [red](did not reproduce)[/]"
+            console.print(f"  minimal: {m['minimal']}  ({b['faults']} faults, {b['safety_ms']:,} ms, {b['steps']} steps -> "
+                          f"{a['faults']} faults, {a['safety_ms']:,} ms, {a['steps']} steps; {m['candidate_runs']} runs){mark}",
+                          highlight=False, soft_wrap=True)
+    for v in summary["expect"]:
+        what = f"catch {v['catch']}" if "catch" in v else "clean"
+        if v["held"]:
+            console.print(f"[green]expect held[/]: when {v['when']}: {what}", highlight=False)
+        else:
+            console.print(f"[red]expect FAILED[/]: when {v['when']}: {what}", highlight=False)
+            for p in v["problems"]:
+                console.print(f"  {p}", highlight=False, soft_wrap=True)
+    if summary["errors"]:
+        console.print(f"[red]{summary['errors']} runs raised[/] (status error; tracebacks in results.parquet)", highlight=False)
+    console.print(f"{summary['done']:,} of {summary['runs']:,} runs; summary: {Path(summary['out']) / 'summary.json'}", highlight=False)

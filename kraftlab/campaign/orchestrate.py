@@ -1,0 +1,181 @@
+"""`kraftlab campaign`: the matrix × seeds, run with a bounded window, recorded as runs finish,
+resumable, then grouped by failure signature, minimized and reported.
+
+The campaign directory (`--out`, default `campaigns/<name>/`):
+
+    campaign.yaml        the campaign file as given (what `kraftlab analyze` reads its matrix from)
+    base-scenario.yaml   the base scenario as it was when the campaign started
+    results.jsonl        the results log: one line per finished run, fsynced before the run counts
+    results.parquet      one row per run (contract.md), rebuilt from the log at the end
+    summary.json         the per-cell table, the signatures and the `expect` verdicts
+    runs/<run>/          each run's directory (summary.json, scenario.yaml, events/, metrics.om)
+    failures/<signature>/minimal.yaml, minimize.json   a minimal scenario per failure signature
+
+Started again with the same `--out`, a campaign runs only the runs its log does not hold: a run
+directory without a log line (the campaign was killed between the two) is run again, and the
+half-written directories of runs in flight at the kill are removed. An `--out` holding another
+campaign (another matrix, seeds, faults, load or base scenario) is refused, naming the difference.
+
+Memory: the plan is a generator and at most `window` runs are in flight, so a campaign holds the
+runs in flight plus one small row per finished run (the table's counts).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from workloads.campaign.generate import RunPlan, count_runs, plan_campaign, plan_run, run_id
+from workloads.campaign.spec import VARIANT_KEY, Campaign, CampaignError
+from workloads.scenario.loading import Problem
+
+from .execute import Executor, result_or_error
+from .results_log import LOG_NAME, PARQUET_NAME, ResultsLog, read_log, write_parquet
+
+CAMPAIGN_FILE = "campaign.yaml"
+BASE_FILE = "base-scenario.yaml"
+DEFAULT_ROOT = Path("campaigns")
+# What a resumed campaign must share with the one that wrote the directory (`expect` and
+# `description` may change: they do not change any run).
+IDENTITY_KEYS = ("name", "seeds", "matrix", "variants", "faults", "load")
+
+
+@dataclass
+class Progress:
+    """What the progress bar shows; `rows` holds every finished run's row (small: no history)."""
+
+    total: int
+    rows: dict[str, dict[str, Any]] = field(default_factory=dict)
+    resumed: int = 0  # runs the log already held at the start
+
+    def failures_by_signature(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for row in self.rows.values():
+            if row["status"] != "ok":
+                counts[row["signature"]] = counts.get(row["signature"], 0) + 1
+        return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+def default_out(campaign: Campaign) -> Path:
+    return DEFAULT_ROOT / campaign.spec.name
+
+
+def prepare_out(campaign: Campaign, out: Path) -> None:
+    """Make `out` this campaign's directory, or refuse one that holds another campaign."""
+    existing = out / CAMPAIGN_FILE
+    if existing.is_file():
+        differences = _differences(campaign, out)
+        if differences:
+            raise CampaignError(str(campaign.path), [Problem("--out", f"{out} holds another campaign's results: {'; '.join(differences)}")])
+    elif out.exists() and any(p.name != "ray" for p in out.iterdir()):
+        raise CampaignError(str(campaign.path), [Problem("--out", f"{out} exists, is not empty and holds no {CAMPAIGN_FILE}: not a campaign directory")])
+    (out / "runs").mkdir(parents=True, exist_ok=True)
+    if not existing.is_file():
+        _write_text(out / BASE_FILE, campaign.base_text)
+        _write_text(existing, campaign.path.read_text())
+    else:  # a changed `expect` is taken as the new one
+        _write_text(existing, campaign.path.read_text())
+
+
+def _differences(campaign: Campaign, out: Path) -> list[str]:
+    from workloads.campaign.spec import CampaignSpec
+
+    try:
+        old = CampaignSpec.model_validate(yaml.safe_load((out / CAMPAIGN_FILE).read_text())).model_dump()
+    except Exception as exc:
+        return [f"its {CAMPAIGN_FILE} cannot be read ({exc})"]
+    new = campaign.spec.model_dump()
+    out_list = [f"{k}: {old.get(k)!r} there, {new.get(k)!r} here" for k in IDENTITY_KEYS if old.get(k) != new.get(k)]
+    base = out / BASE_FILE
+    if base.is_file() and base.read_text() != campaign.base_text:
+        out_list.append(f"the base scenario {campaign.base_path} changed since {base} was written")
+    return out_list
+
+
+def _write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def remove_partial_runs(runs_dir: Path) -> None:
+    """The half-assembled directories of runs a kill interrupted (kraftlab/runner.py's `.partial-`)."""
+    for path in runs_dir.glob(".*.partial-*"):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def run_campaign(
+    campaign: Campaign,
+    out: Path,
+    executor_factory: Callable[[Path], Executor],
+    *,
+    on_start: Callable[[Progress], None] | None = None,
+    on_row: Callable[[Progress, dict[str, Any]], None] | None = None,
+) -> Progress:
+    """Run every run the log does not hold yet, the executor's `window` at most in flight (the
+    executor is made only when there is something to run); each finished run is
+    logged (fsynced) before the next is started. `results.parquet` is rebuilt at the end, also
+    when interrupted (KeyboardInterrupt propagates after it)."""
+    prepare_out(campaign, out)
+    runs_dir = (out / "runs").resolve()
+    remove_partial_runs(runs_dir)
+    log_path = out / LOG_NAME
+    progress = Progress(count_runs(campaign), read_log(log_path))
+    progress.resumed = len(progress.rows)
+    if on_start is not None:
+        on_start(progress)
+    todo = _missing(campaign, progress.rows)
+    log = ResultsLog(log_path)
+    executor: Executor | None = None
+    in_flight: dict[Future, RunPlan] = {}
+    try:
+        plan = next(todo, None)
+        if plan is not None:
+            executor = executor_factory(runs_dir)
+        while plan is not None or in_flight:
+            while plan is not None and len(in_flight) < executor.window:  # type: ignore[union-attr]
+                in_flight[executor.submit(plan)] = plan  # type: ignore[union-attr]
+                plan = next(todo, None)
+            done, _ = wait(list(in_flight), return_when=FIRST_COMPLETED)
+            for future in done:
+                finished = in_flight.pop(future)
+                row = result_or_error(future, finished, runs_dir)
+                log.append(row)
+                progress.rows[row["run"]] = row
+                if on_row is not None:
+                    on_row(progress, row)
+    finally:
+        for future in in_flight:
+            future.cancel()
+        log.close()
+        if executor is not None:
+            executor.close()
+        rebuild_parquet(campaign, out)
+    return progress
+
+
+def _missing(campaign: Campaign, done: dict[str, Any]) -> Iterator[RunPlan]:
+    for cell, seed in plan_campaign(campaign):
+        if run_id(cell, seed) not in done:
+            yield plan_run(campaign, cell, seed)
+
+
+def first_columns(campaign: Campaign) -> list[str]:
+    variant = [VARIANT_KEY] if campaign.spec.variants is not None else []
+    return ["run", "seed", *variant, *campaign.spec.matrix, "status", "violations", "signature", "replay"]
+
+
+def rebuild_parquet(campaign: Campaign, out: Path) -> int:
+    rows = read_log(out / LOG_NAME)
+    return write_parquet(rows.values(), out / PARQUET_NAME, first_columns(campaign))
+
+
+def write_json(path: Path, data: Any) -> None:
+    _write_text(path, json.dumps(data, indent=2, default=str) + "\n")

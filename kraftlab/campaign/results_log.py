@@ -1,0 +1,109 @@
+"""The campaign's results log: one JSON line per finished run, appended and fsynced before the run
+counts as done, so a campaign killed at any moment (kill -9 included) loses no finished run.
+
+Only the last line can be torn (a kill in the middle of a write): reading drops it, and opening
+for append cuts it off first, so the next line starts on a line of its own. A run found twice (it
+cannot be, but a log is data from outside) counts once, its first line. `results.parquet` is
+rebuilt from the log (written aside, then renamed into place), never appended to.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+LOG_NAME = "results.jsonl"
+LIST_COLUMNS = ("violations", "excused", "beyond_tolerance")  # list<string>, also when every list is empty
+PARQUET_NAME = "results.parquet"
+
+
+def read_log(path: Path) -> dict[str, dict[str, Any]]:
+    """Every complete row of the log, by run, in the order written."""
+    rows: dict[str, dict[str, Any]] = {}
+    if not path.is_file():
+        return rows
+    with path.open("rb") as f:
+        for line in f:
+            if not line.endswith(b"\n"):
+                break  # torn by a kill: the run was not done
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            rows.setdefault(str(row["run"]), row)
+    return rows
+
+
+class ResultsLog:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._cut_torn_tail()
+        self._file = path.open("ab")
+
+    def _cut_torn_tail(self) -> None:
+        if not self.path.is_file():
+            return
+        data = self.path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            with self.path.open("r+b") as f:
+                f.truncate(data.rfind(b"\n") + 1)
+                os.fsync(f.fileno())
+
+    def append(self, row: dict[str, Any]) -> None:
+        self._file.write(json.dumps(row, sort_keys=False, default=str).encode() + b"\n")
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def write_parquet(rows: Iterable[dict[str, Any]], path: Path, first_columns: list[str]) -> int:
+    """`results.parquet` from the rows: `first_columns` first (run, seed, the matrix keys, ...),
+    then every other column any row has, in the order first seen. Returns the number of rows."""
+    rows = list(rows)
+    columns = list(first_columns)
+    for row in rows:
+        columns += [k for k in row if k not in columns]
+    schema = _schema(rows, columns)
+    text = {f.name for f in schema if f.type == pa.string()}
+    table = pa.Table.from_pylist(
+        [{c: _as_text(row.get(c)) if c in text else row.get(c) for c in columns} for row in rows], schema=schema)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)
+    return len(rows)
+
+
+def _as_text(value: Any) -> str | None:
+    return value if value is None or isinstance(value, str) else json.dumps(value)
+
+
+def _schema(rows: list[dict[str, Any]], columns: list[str]) -> pa.Schema:
+    """One type per column, from its values: a column mixing ints and floats is float; `violations`
+    is list<string> even when every list is empty."""
+    fields = []
+    for c in columns:
+        values = [r.get(c) for r in rows if r.get(c) is not None]
+        if c in LIST_COLUMNS:
+            kind = pa.list_(pa.string())
+        elif values and all(isinstance(v, bool) for v in values):
+            kind = pa.bool_()
+        elif values and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            kind = pa.int64()
+        elif values and all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+            kind = pa.float64()
+        elif values and all(isinstance(v, str) for v in values):
+            kind = pa.string()
+        elif not values:
+            kind = pa.string()
+        else:
+            kind = pa.string()  # a matrix key whose values differ in type: as text
+        fields.append(pa.field(c, kind))
+    return pa.schema(fields)

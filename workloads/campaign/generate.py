@@ -1,0 +1,199 @@
+"""One run of a campaign as a complete scenario: the base scenario with its cell's overrides and its
+seed, then the load and the fault schedule drawn from the seed, then the convergence epilogue.
+
+The run is a plain scenario (its steps are contract.md's), so `kraftlab run` replays it from the
+`scenario.yaml` its run directory keeps, on either runtime, and a minimizer can cut it down
+(kraftlab/campaign/minimize.py). Its steps, in order:
+
+1. the base scenario's steps, where the `load` drawn from the seed (the campaign's `load:` profile,
+   a list being a choice among its values) replaces the base's first `load` step (or follows the
+   base steps when it has none; the base's other `load` steps are left out);
+2. the safety phase, once the base steps end: the fault schedule drawn from the seed
+   (workloads/faults.py), as timed steps;
+3. the epilogue: heal every network fault, then, each within `faults.converge_ms`, the quorum led,
+   every partition led, and one acks=all record acknowledged by every partition. A failure from
+   step `epilogue_start` on is a liveness failure.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from workloads.faults import FaultAction, FaultProfile, FaultSchedule
+from workloads.scenario.loading import validate
+from workloads.scenario.schema import Scenario
+
+from .spec import Campaign, Cell, FaultsSpec, LoadProfile
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What one run is: enough to rebuild its scenario anywhere (it crosses to a Ray worker as is)."""
+
+    run: str  # "c<cell>-s<seed>"
+    cell: int
+    seed: int
+    raw: dict[str, Any]  # the complete scenario mapping
+    epilogue_start: int  # index of the first epilogue step (-1: no epilogue)
+    faults: int  # the number of faults in the safety phase
+    load_step: int = -1  # index of the drawn `load` step (-1: the campaign has no `load`)
+    safety_step: int = -1  # index of the safety phase's first step (-1: no fault profile)
+    schedule: str = ""  # the derived load and faults, for people (TigerBeetle-style)
+    columns: dict[str, Any] = field(default_factory=dict)  # the cell's results columns
+
+    def scenario(self) -> Scenario:
+        return validate(self.raw, f"{self.run}/scenario.yaml")
+
+
+def run_id(cell: Cell, seed: int) -> str:
+    return f"c{cell.index}-s{seed}"
+
+
+def fault_profile(spec: FaultsSpec) -> FaultProfile:
+    return FaultProfile(
+        kinds=tuple(spec.kinds),
+        mean_interval_ms=spec.mean_interval_ms,
+        duration_ms=spec.duration_ms,
+        mean_outage_ms=spec.mean_outage_ms,
+        link_drop=tuple(spec.link_drop),  # type: ignore[arg-type]
+        link_delay_ms=tuple(spec.link_delay_ms),  # type: ignore[arg-type]
+        slow_delay_ms=tuple(spec.slow_delay_ms),  # type: ignore[arg-type]
+    )
+
+
+def fault_targets(raw: dict[str, Any], targets: str) -> list[str]:
+    cluster = raw.get("cluster") or {}
+    brokers = [f"b{i}" for i in range(1, int(cluster.get("brokers", 3)) + 1)]
+    controllers = [f"c{i}" for i in range(1, int(cluster.get("controllers", 3)) + 1)]
+    return {"all": brokers + controllers, "brokers": brokers, "controllers": controllers}[targets]
+
+
+def draw_load(profile: LoadProfile, seed: int) -> dict[str, Any]:
+    """The load step's arguments: each key a list is drawn from, with its own stream of the seed."""
+    rng = random.Random(f"load/{seed}")
+    args: dict[str, Any] = {}
+    for key in ("producers", "consumers", "rate_per_s", "acks", "message_bytes"):
+        value = getattr(profile, key)
+        args[key] = rng.choice(value) if isinstance(value, list) else value
+    if profile.topics is not None:
+        args["topics"] = list(profile.topics)
+    return args
+
+
+def fault_steps(actions: list[FaultAction], duration_ms: float) -> list[dict[str, Any]]:
+    """The schedule as steps: a `wait` up to each action's time (whole milliseconds), the action,
+    and a last `wait` to the end of the safety phase."""
+    steps: list[dict[str, Any]] = []
+    now = 0
+    for a in sorted(actions, key=lambda a: a.at_ms):
+        at = int(round(a.at_ms))
+        if at > now:
+            steps.append({"wait": at - now})
+            now = at
+        steps.append(action_step(a))
+    end = int(round(duration_ms))
+    if end > now:
+        steps.append({"wait": end - now})
+    return steps
+
+
+def action_step(a: FaultAction) -> dict[str, Any]:
+    match a.action:
+        case "crash_os" | "crash_process" | "crash_disk":
+            return {"crash": {"node": a.nodes[0], "mode": a.action.removeprefix("crash_")}}
+        case "restart":
+            return {"restart": a.nodes[0]}
+        case "isolate":
+            return {"isolate": a.nodes[0]}
+        case "partition":
+            return {"partition": [list(g) for g in a.groups]}
+        case "link":
+            return {"link": {"from": a.nodes[0], "to": a.nodes[1], "drop": a.drop, "delay_ms": a.delay_ms}}
+        case "heal":
+            return {"heal": a.nodes[0] if a.nodes else "all"}
+    raise ValueError(f"unknown fault action {a.action!r}")
+
+
+def epilogue_steps(raw: dict[str, Any], converge_ms: int, restart: list[str]) -> list[dict[str, Any]]:
+    """Heal everything, then require the cluster to serve again, each condition within `converge_ms`."""
+    steps: list[dict[str, Any]] = [{"heal": "all"}] + [{"restart": node} for node in restart]
+    steps.append({"wait_for": {"quorum": True, "leader": "!= null", "timeout_ms": converge_ms}})
+    partitions = [(t["name"], p) for t in raw.get("topics") or [] for p in range(int(t.get("partitions", 1)))]
+    for topic, p in partitions:
+        steps.append({"wait_for": {"partition": f"{topic}-{p}", "leader": "!= null", "timeout_ms": converge_ms}})
+    for topic, p in partitions:
+        steps.append({"produce": {"topic": topic, "partition": p, "count": 1, "acks": "all", "expect": "acked", "timeout_ms": converge_ms}})
+    return steps
+
+
+def plan_run(campaign: Campaign, cell: Cell, seed: int, *, actions: list[FaultAction] | None = None,
+             load: dict[str, Any] | None = None, duration_ms: float | None = None) -> RunPlan:
+    """The run of `cell` with `seed`. `actions`, `load` and `duration_ms` replace what the seed
+    draws (a minimizer's smaller candidates); absent, they are drawn from the seed."""
+    spec = campaign.spec
+    raw = campaign.base_with(cell.overrides())
+    load_step = -1
+    rid = run_id(cell, seed)
+    raw["name"] = f"{spec.name}-{rid}"
+    raw["seed"] = seed
+    steps = list(raw.get("steps") or [])
+    notes = [f"campaign {spec.name}, cell {cell.index} ({cell.label()}), seed {seed}"]
+    if spec.load is not None or load is not None:
+        load = load if load is not None else draw_load(spec.load, seed)  # type: ignore[arg-type]
+        base_loads = [i for i, s in enumerate(steps) if isinstance(s, dict) and "load" in s]
+        # The drawn load takes the place of the base's first load step (its warm-up keeps its
+        # load); the base's other load steps go; without one, the load starts after the base steps.
+        load_step = base_loads[0] if base_loads else len(steps)
+        steps = [s for i, s in enumerate(steps) if i not in base_loads[1:]]
+        steps[load_step:load_step + bool(base_loads)] = [{"load": load}]
+        notes.append("load: " + ", ".join(f"{k}={v}" for k, v in load.items()))
+    epilogue_start, n_faults, safety_step = -1, 0, -1
+    if spec.faults is not None:
+        profile = fault_profile(spec.faults)
+        if duration_ms is not None:
+            profile = replace(profile, duration_ms=duration_ms)
+        if actions is None:
+            actions = draw_schedule(spec.faults, raw, seed).actions
+        crashed = _down_at_end(actions)
+        n_faults = sum(1 for a in actions if a.action not in ("restart", "heal"))
+        safety_step = len(steps)
+        steps += fault_steps(actions, profile.duration_ms)
+        epilogue_start = len(steps)
+        steps += epilogue_steps(raw, spec.faults.converge_ms, crashed)
+        notes.append(f"fault schedule for seed {seed}: {n_faults} faults in {profile.duration_ms:g} ms")
+        notes += [a.describe() for a in sorted(actions, key=lambda a: a.at_ms)]
+    raw["steps"] = steps
+    schedule = "\n".join(notes)
+    raw["description"] = (str(raw.get("description") or "").strip() + "\n\n" + schedule).strip()
+    return RunPlan(rid, cell.index, seed, raw, epilogue_start, n_faults, load_step=load_step, safety_step=safety_step,
+                   schedule=schedule, columns=cell.columns())
+
+
+def draw_schedule(faults: FaultsSpec, raw: dict[str, Any], seed: int) -> FaultSchedule:
+    """The fault schedule `seed` draws for a run of the scenario `raw` (its nodes, after the cell's overrides)."""
+    return FaultSchedule.draw(seed, fault_targets(raw, faults.targets), fault_profile(faults))
+
+
+def _down_at_end(actions: list[FaultAction]) -> list[str]:
+    """Nodes a (cut) schedule leaves crashed: the epilogue restarts them."""
+    down: dict[str, bool] = {}
+    for a in sorted(actions, key=lambda a: a.at_ms):
+        if a.action.startswith("crash_"):
+            down[a.nodes[0]] = True
+        elif a.action == "restart":
+            down[a.nodes[0]] = False
+    return sorted(n for n, d in down.items() if d)
+
+
+def plan_campaign(campaign: Campaign):
+    """Every run, cell by cell and seed by seed, lazily (a campaign of 100,000 runs is never a list)."""
+    seeds = campaign.spec.seed_list()
+    for cell in campaign.spec.cells():
+        for seed in seeds:
+            yield cell, seed
+
+
+def count_runs(campaign: Campaign) -> int:
+    return len(campaign.spec.cells()) * len(campaign.spec.seed_list())

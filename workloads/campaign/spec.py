@@ -1,0 +1,315 @@
+"""The campaign file (contract.md, "Campaign file") as pydantic models, and its validation.
+
+A campaign is a base scenario, a matrix of overrides (every combination is a cell), seeds (each
+cell runs once per seed), a random fault profile and a load profile drawn from each seed, and an
+optional `expect` block. Validation happens before any run starts and names the file and the key:
+a matrix value is checked by applying it to the base scenario and validating the result with the
+scenario schema, so a campaign accepts exactly the overrides `kraftlab run --set` accepts.
+
+Additions beyond contract.md (documented in the README): `variants` (named sets of overrides, one
+cell each, crossed with the matrix: "each switch off, one at a time" is not a product), `load`,
+`faults.mean_outage_ms`, `faults.converge_ms`, `faults.targets`, `faults.link_drop`,
+`faults.link_delay_ms`, `faults.slow_delay_ms`, and `expect[].catch` accepting `liveness`.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt, ValidationError, model_validator
+
+from observability.anomaly_names import ANOMALY_NAMES
+from observability.checks.invariants import INVARIANT_NAMES
+from workloads.faults import FAULT_KINDS, FaultKind
+from workloads.scenario.loading import (
+    Problem,
+    ScenarioError,
+    _format_loc,
+    _line_of,
+    _message,
+    _set_path,
+    parse_yaml,
+    resolve_in_library,
+    resolve_source,
+    validate,
+)
+from workloads.scenario.schema import NAME_PATTERN, Acks
+
+CAMPAIGN_LIBRARY_DIR = Path(__file__).resolve().parents[1] / "campaigns"  # workloads/campaigns
+# A run that did not converge after the faults healed (kraftlab/campaign/outcome.py).
+LIVENESS = "liveness"
+FINDING_NAMES = frozenset(INVARIANT_NAMES) | frozenset(ANOMALY_NAMES) | {LIVENESS}
+VARIANT_KEY = "variant"  # the results column naming a run's variant
+
+
+class CampaignError(ScenarioError):
+    """An invalid campaign file: exit code 2, nothing runs."""
+
+    def __str__(self) -> str:
+        lines = [f"{self.file}: invalid campaign ({len(self.problems)} problem{'s' if len(self.problems) != 1 else ''})"]
+        lines += [f"  {self.file}: {p}" for p in self.problems]
+        return "\n".join(lines)
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+Range = Annotated[list[Annotated[float, Field(ge=0)]], Field(min_length=2, max_length=2)]
+
+
+class FaultsSpec(Strict):
+    """The random fault profile (workloads/faults.py draws a schedule from it and each seed)."""
+
+    kinds: Annotated[list[FaultKind], Field(min_length=1)]
+    mean_interval_ms: PositiveFloat = 5_000.0
+    duration_ms: PositiveFloat = 60_000.0  # the safety phase: faults start only within it
+    mean_outage_ms: PositiveFloat = 4_000.0
+    # After the safety phase everything heals; within this bound the quorum must be led and every
+    # partition led and acknowledging acks=all writes again, or the run is a liveness failure.
+    converge_ms: PositiveInt = 60_000
+    targets: Literal["all", "brokers", "controllers"] = "all"
+    link_drop: Range = [0.1, 1.0]
+    link_delay_ms: Range = [0.0, 50.0]
+    slow_delay_ms: Range = [50.0, 2_000.0]
+
+    @model_validator(mode="after")
+    def _ranges_ordered(self) -> FaultsSpec:
+        for name in ("link_drop", "link_delay_ms", "slow_delay_ms"):
+            low, high = getattr(self, name)
+            if high < low:
+                raise ValueError(f"{name}: [low, high] with low <= high (got {[low, high]})")
+        if self.link_drop[1] > 1:
+            raise ValueError(f"link_drop: shares between 0 and 1 (got {self.link_drop})")
+        return self
+
+
+def _one_or_choices(kind: Any) -> Any:
+    """A load key: one value, or a list of values one of which each seed draws."""
+    return kind | Annotated[list[kind], Field(min_length=1)]
+
+
+class LoadProfile(Strict):
+    """The load of each run, drawn from its seed: a list is a choice among its values. The drawn
+    values become one `load` step (contract.md) that runs from the start of the safety phase."""
+
+    producers: _one_or_choices(PositiveInt) = 1  # type: ignore[valid-type]
+    consumers: _one_or_choices(NonNegativeInt) = 1  # type: ignore[valid-type]
+    rate_per_s: _one_or_choices(PositiveFloat) = 100.0  # type: ignore[valid-type]
+    acks: _one_or_choices(Acks) = "all"  # type: ignore[valid-type]
+    message_bytes: _one_or_choices(PositiveInt) = 100  # type: ignore[valid-type]
+    topics: list[str] | None = None
+
+
+class ExpectRule(Strict):
+    """One `expect` entry: in every cell matching `when`, `catch` names must each show up in at
+    least one seed, or (`clean: true`) no seed may show any finding."""
+
+    when: dict[str, Any] = {}
+    catch: Annotated[list[str], Field(min_length=1)] | None = None
+    clean: bool | None = None
+
+    @model_validator(mode="after")
+    def _catch_or_clean(self) -> ExpectRule:
+        if (self.catch is None) == (self.clean is None):
+            raise ValueError("give exactly one of `catch` (a list of names) or `clean: true`")
+        if self.clean is False:
+            raise ValueError("`clean` can only be true (a cell that must show nothing)")
+        for name in self.catch or ():
+            if name not in FINDING_NAMES:
+                raise ValueError(
+                    f"unknown name {name!r} in `catch` (an anomaly: {', '.join(ANOMALY_NAMES)}; `{LIVENESS}`; or an "
+                    f"invariant of reference/protocol-facts.md: {', '.join(sorted(INVARIANT_NAMES))})"
+                )
+        return self
+
+
+class CampaignSpec(Strict):
+    name: Annotated[str, Field(pattern=NAME_PATTERN, max_length=200)]
+    description: str = ""
+    scenario: str
+    seeds: PositiveInt | Annotated[list[NonNegativeInt], Field(min_length=2, max_length=2)] = 1
+    matrix: dict[str, Annotated[list[Any], Field(min_length=1)]] = {}
+    variants: dict[Annotated[str, Field(pattern=NAME_PATTERN)], dict[str, Any]] | None = None
+    faults: FaultsSpec | None = None
+    load: LoadProfile | None = None
+    expect: list[ExpectRule] = []
+
+    @model_validator(mode="after")
+    def _seed_range(self) -> CampaignSpec:
+        if isinstance(self.seeds, list) and self.seeds[1] < self.seeds[0]:
+            raise ValueError(f"seeds: [first, last] with first <= last (got {self.seeds})")
+        if self.variants is not None and not self.variants:
+            raise ValueError("variants: give at least one, or leave the key out")
+        return self
+
+    def seed_list(self) -> list[int]:
+        """`seeds: N` is seeds 0..N-1; `[first, last]` both ends included."""
+        if isinstance(self.seeds, int):
+            return list(range(self.seeds))
+        return list(range(self.seeds[0], self.seeds[1] + 1))
+
+    def cells(self) -> list[Cell]:
+        """Every cell: each variant (if any) crossed with every combination of the matrix, in file order."""
+        variants: list[tuple[str | None, dict[str, Any]]] = list((self.variants or {None: {}}).items())  # type: ignore[dict-item]
+        keys = list(self.matrix)
+        out = []
+        for variant, overrides in variants:
+            for values in itertools.product(*(self.matrix[k] for k in keys)):
+                out.append(Cell(len(out), variant, dict(zip(keys, values, strict=True)), dict(overrides)))
+        return out
+
+
+@dataclass(frozen=True)
+class Cell:
+    index: int
+    variant: str | None
+    values: dict[str, Any]  # matrix key (dotted path) -> value
+    variant_overrides: dict[str, Any]
+
+    def overrides(self) -> dict[str, Any]:
+        """What this cell sets on the base scenario: the variant's keys, then the matrix's."""
+        return {**self.variant_overrides, **self.values}
+
+    def label(self) -> str:
+        parts = ([self.variant] if self.variant is not None else []) + [f"{k}={v}" for k, v in self.values.items()]
+        return ", ".join(parts) or "(all runs)"
+
+    def columns(self) -> dict[str, Any]:
+        """The results columns naming this cell."""
+        return ({VARIANT_KEY: self.variant} if self.variant is not None else {}) | self.values
+
+
+@dataclass(frozen=True)
+class Campaign:
+    """A validated campaign: its spec, where it came from, and the base scenario's raw mapping."""
+
+    spec: CampaignSpec
+    path: Path
+    base_path: Path
+    base_raw: dict[str, Any]
+    base_text: str
+
+    def base_with(self, overrides: dict[str, Any]) -> dict[str, Any]:
+        raw = copy.deepcopy(self.base_raw)
+        for key, value in overrides.items():
+            _set_path(raw, key.split("."), copy.deepcopy(value), key, str(self.base_path))
+        return raw
+
+
+def load_campaign(arg: str) -> Campaign:
+    """Read and validate a campaign given as a path or a library name; every matrix and variant
+    value is validated against the base scenario. Raises CampaignError naming file and key."""
+    path = _resolve_campaign(arg)
+    file = str(path)
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CampaignError(file, [Problem("", f"cannot read: {exc}")]) from None
+    try:
+        raw = parse_yaml(text, file)
+    except ScenarioError as exc:
+        raise CampaignError(file, exc.problems) from None
+    if not isinstance(raw, dict):
+        raise CampaignError(file, [Problem("", "expected a campaign mapping with at least `name` and `scenario`")])
+    try:
+        spec = CampaignSpec.model_validate(raw)
+    except ValidationError as exc:
+        root = _compose(text)
+        problems = [Problem(_campaign_loc(tuple(e["loc"]), raw), _campaign_message(e), _line_of(root, tuple(e["loc"]))) for e in exc.errors()]
+        raise CampaignError(file, problems) from None
+    campaign = _with_base(spec, path, raw)
+    problems = _check_overrides(campaign, raw) + _check_expect(campaign.spec)
+    if problems:
+        raise CampaignError(file, problems)
+    return campaign
+
+
+def campaign_library() -> dict[str, Path]:
+    return {p.stem: p for p in sorted(CAMPAIGN_LIBRARY_DIR.glob("*.yaml"))}
+
+
+def _resolve_campaign(arg: str) -> Path:
+    return resolve_in_library(arg, campaign_library(), "campaign", CampaignError)
+
+
+def _compose(text: str):
+    import yaml
+
+    try:
+        return yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return None
+
+
+def _campaign_loc(loc: tuple, raw: Any) -> str:
+    # A matrix or variant key is a dotted path itself: keep it whole, after the section's name.
+    if len(loc) >= 2 and loc[0] in ("matrix", "variants"):
+        rest = _format_loc(loc[2:], None)
+        return f"{loc[0]}.{loc[1]}" + (f"[{rest}]" if rest.isdigit() else (f".{rest}" if rest else ""))
+    return _format_loc(loc, raw)
+
+
+def _campaign_message(err: dict) -> str:
+    if err["type"] in ("literal_error",) and err["loc"][:1] == ("faults",) and "kinds" in err["loc"]:
+        return f"unknown fault kind {err.get('input')!r} (expected one of: {', '.join(FAULT_KINDS)})"
+    return _message(err)
+
+
+def _with_base(spec: CampaignSpec, path: Path, raw: dict) -> Campaign:
+    """The base scenario, found relative to the campaign file first (then as a path or a library name)."""
+    candidate = (path.parent / spec.scenario) if not Path(spec.scenario).is_absolute() else Path(spec.scenario)
+    try:
+        base_path = candidate if candidate.is_file() else resolve_source(spec.scenario)
+        base_text = base_path.read_text()
+        base_raw = parse_yaml(base_text, str(base_path))
+        validate(base_raw, str(base_path), base_text)
+    except ScenarioError as exc:
+        detail = "; ".join(str(p) for p in exc.problems)
+        raise CampaignError(str(path), [Problem("scenario", f"the base scenario {exc.file}: {detail}", _line_of(_compose(path.read_text()), ("scenario",)))]) from None
+    return Campaign(spec, path, base_path, base_raw, base_text)
+
+
+def _check_overrides(campaign: Campaign, raw: dict) -> list[Problem]:
+    """Each matrix value and each variant, applied alone to the base scenario, must give a valid
+    scenario: the error names the campaign key and what the scenario schema expected."""
+    problems: list[Problem] = []
+    root = _compose(campaign.path.read_text())
+    spec = campaign.spec
+    checks: list[tuple[str, tuple, dict[str, Any]]] = []
+    for key, values in spec.matrix.items():
+        if key in (VARIANT_KEY, "seed", "name"):
+            problems.append(Problem(f"matrix.{key}", f"{key!r} is not a scenario key a matrix may set (the campaign sets it)"))
+            continue
+        for i, value in enumerate(values):
+            checks.append((f"matrix.{key}[{i}]", ("matrix", key), {key: value}))
+    for name, overrides in (spec.variants or {}).items():
+        checks.append((f"variants.{name}", ("variants", name), overrides))
+    for where, loc, overrides in checks:
+        try:
+            validate(campaign.base_with(overrides), str(campaign.base_path))
+        except ScenarioError as exc:
+            detail = "; ".join(f"{p.path or '(file)'}: {p.message}" for p in exc.problems)
+            problems.append(Problem(where, f"the base scenario with this value is invalid: {detail}", _line_of(root, loc)))
+    return problems
+
+
+def _check_expect(spec: CampaignSpec) -> list[Problem]:
+    problems = []
+    for i, rule in enumerate(spec.expect):
+        for key, value in rule.when.items():
+            if key == VARIANT_KEY and spec.variants is not None:
+                allowed = list(spec.variants)
+            elif key in spec.matrix:
+                allowed = spec.matrix[key]
+            else:
+                keys = list(spec.matrix) + ([VARIANT_KEY] if spec.variants is not None else [])
+                problems.append(Problem(f"expect[{i}].when.{key}", f"not a matrix key (expected one of: {', '.join(keys) or 'none: the campaign has no matrix'})"))
+                continue
+            if value not in allowed:
+                problems.append(Problem(f"expect[{i}].when.{key}", f"{value!r} is not one of the campaign's values {allowed!r}"))
+    return problems
