@@ -55,6 +55,7 @@ def run_settings(scenario: Scenario) -> RunSettings:
         fsync_latency=latency_model(spec.disk.fsync_latency),
         background_flush_interval_ms=spec.disk.background_flush_interval_ms,
         dirty_expire_ms=spec.disk.dirty_expire_ms,
+        disruption_checks=scenario.disruption_checks,
     )
 
 

@@ -53,6 +53,8 @@ class RunSettings:
     # (process_buffer) runs; page_cache writes back data dirty >= dirty_expire_ms.
     background_flush_interval_ms: float
     dirty_expire_ms: float
+    # Also check the quorum's liveness (EpochInflation, StaleLeader) as violations.
+    disruption_checks: bool = False
 
 
 # --- the protocol steps, as the drivers carry them out ------------------------------------------

@@ -13,7 +13,7 @@ from typing import Any
 
 from actors.runtime.api import StepFailed, TopicSettings
 from controller_quorum.requests import NOT_CONTROLLER
-from observability.checks import OnlineChecks
+from observability.checks import OnlineChecks, QuorumDisruption
 from observability.committed_history import CommittedHistory
 from observability.events import ClusterReady
 from observability.projection import ClusterProjection
@@ -34,9 +34,10 @@ class RoleCluster:
     # False: every check judges the whole cluster at every call (tests compare the two).
     incremental_checks = True
 
-    def watch_history(self) -> None:
+    def watch_history(self, disruption_checks: bool = False) -> None:
         """Fold the history into the cluster view, and check the invariants on it, from the first
-        event on (the checks read the view: they come after it)."""
+        event on (the checks read the view: they come after it). `disruption_checks`: also the
+        quorum's liveness checks (QuorumDisruption), reported as violations."""
         self._view = ClusterProjection(self.settings.voters, self.settings.brokers, lambda: self.now_ms)
         self.committed_states = CommittedHistory()
         protocol = self.settings.protocol
@@ -45,6 +46,8 @@ class RoleCluster:
             incremental=self.incremental_checks,
         )
         self.sim.trace.sinks.extend([self._view, self.committed_states, *self.checks.sinks])
+        if disruption_checks:
+            self.checks.check_sets.append(QuorumDisruption(self.checks.quorum, lambda: self.now_ms).check)
 
     def view(self) -> ClusterProjection:
         return self._view

@@ -79,7 +79,7 @@ def minimize_signatures(campaign: Campaign, out: Path, rows: dict[str, dict[str,
     cells = {c.index: c for c in campaign.spec.cells()}
     jobs = []
     for sig in signatures(rows):
-        if sig.startswith("error-") or campaign.spec.faults is None:
+        if sig.startswith("error-") or campaign.spec.faults is None or budget == 0:
             continue
         directory = out / "failures" / safe_name(sig)
         if (directory / "minimize.json").is_file():

@@ -44,7 +44,7 @@ BASE_FILE = "base-scenario.yaml"
 DEFAULT_ROOT = Path("campaigns")
 # What a resumed campaign must share with the one that wrote the directory (`expect` and
 # `description` may change: they do not change any run).
-IDENTITY_KEYS = ("name", "seeds", "matrix", "variants", "faults", "load")
+IDENTITY_KEYS = ("name", "seeds", "set", "matrix", "variants", "faults", "load")
 
 
 @dataclass

@@ -36,7 +36,8 @@ from .errors import AnalysisInputError
 # URI-encoded), so campaigns name run folders with these characters only.
 RUN_ID = re.compile(r"^[A-Za-z0-9._=,-]+$")
 # results.parquet columns that are not matrix keys (contract.md, "Campaign file").
-RESULT_COLUMNS = frozenset({"run", "seed", "status", "violations", "signature", "replay", "error", "traceback"})
+RESULT_COLUMNS = frozenset({"run", "seed", "status", "violations", "signature", "replay", "error", "traceback", "cell",
+                            "excused", "beyond_tolerance", "faults", "first_violation_ms"})
 
 
 @dataclass
@@ -142,10 +143,12 @@ def _matrix_keys(path: Path, columns: list[str]) -> list[str]:
     campaign = path / "campaign.yaml"
     if campaign.is_file():
         try:
-            matrix = (yaml.safe_load(campaign.read_text()) or {}).get("matrix") or {}
+            spec = yaml.safe_load(campaign.read_text()) or {}
         except yaml.YAMLError as exc:
             raise AnalysisInputError(f"{campaign}: not YAML ({exc})") from None
-        return [k for k in matrix if k in columns]
+        # A campaign's cells: its variant (when it names variants) and its matrix keys.
+        keys = (["variant"] if spec.get("variants") else []) + list(spec.get("matrix") or {})
+        return [k for k in keys if k in columns]
     return [c for c in columns if "." in c and c not in RESULT_COLUMNS and not c.startswith("stats.")]
 
 

@@ -35,6 +35,11 @@ QUORUM_INVARIANTS: dict[str, str] = {
 
 INVARIANT_NAMES: frozenset[str] = frozenset(PARTITION_INVARIANTS) | frozenset(QUORUM_INVARIANTS)
 
+# The quorum's liveness checks (observability/checks/quorum.py, QuorumDisruption): not safety
+# invariants, so not protocol-facts.md's; a scenario turns them on with `disruption_checks: true`
+# (what Pre-Vote and Check Quorum exist to prevent), and then reports them as violations.
+DISRUPTION_NAMES: frozenset[str] = frozenset({"EpochInflation", "StaleLeader"})
+
 # What protocol-facts.md allows on a partition that suffered MinISR lossy unclean shutdowns of
 # leader candidates (beyond the protocol's tolerance f = MinISR - 1, replication-correctness.md
 # §6.2 and §6.8; the `beyond_tolerance` event): NoCommittedRecordLostGlobally "may only fail after

@@ -213,3 +213,28 @@ def test_campaign_errors_name_the_file(tmp_path):
     with pytest.raises(CampaignError) as err:
         load_campaign(str(write(tmp_path, "name: x\n")))
     assert "scenario" in str(err.value) and "required key is missing" in str(err.value)
+
+
+def test_disruption_checks_report_what_prevote_off_does(tmp_path):
+    """`disruption_checks: true` (what a switch campaign sets for every run): a voter cut off
+    without Pre-Vote inflates its epoch, which the quorum's liveness check reports; with Pre-Vote,
+    nothing."""
+    from kraftlab.runner import run_scenario
+    from workloads.scenario.loading import load_scenario
+
+    found = {}
+    for prevote in (False, True):
+        scenario, _ = load_scenario("prevote-off", [f"cluster.protocol.prevote={str(prevote).lower()}", "disruption_checks=true"])
+        summary = run_scenario(scenario, source="prevote-off", out_dir=tmp_path / str(prevote)).summary
+        found[prevote] = {v["invariant"] for v in summary["violations"]}
+    assert found == {False: {"EpochInflation"}, True: set()}
+
+
+def test_set_applies_to_every_run_and_is_validated(tmp_path):
+    text = SMALL.replace("seeds: 3", "seeds: 1") + "set: {disruption_checks: true, cluster.config.min.insync.replicas: 1}\n"
+    campaign = load_campaign(str(write(tmp_path, text)))
+    plans = [plan_run(campaign, cell, 0) for cell in campaign.spec.cells()]
+    assert all(p.scenario().disruption_checks and p.scenario().cluster.config.min_insync_replicas == 1 for p in plans)
+    bad = write(tmp_path, SMALL + "set: {cluster.brokers: zero}\n", "bad.yaml")
+    result = campaign_cli(bad, "--out", tmp_path / "out", "--parallel", "0")
+    assert result.exit_code == 2 and "set" in result.output and "cluster.brokers" in result.output

@@ -6,7 +6,7 @@ optional `expect` block. Validation happens before any run starts and names the 
 a matrix value is checked by applying it to the base scenario and validating the result with the
 scenario schema, so a campaign accepts exactly the overrides `kraftlab run --set` accepts.
 
-Additions beyond contract.md (documented in the README): `variants` (named sets of overrides, one
+Additions beyond contract.md (documented in the README): `set` (overrides for every run), `variants` (named sets of overrides, one
 cell each, crossed with the matrix: "each switch off, one at a time" is not a product), `load`,
 `faults.mean_outage_ms`, `faults.converge_ms`, `faults.targets`, `faults.link_drop`,
 `faults.link_delay_ms`, `faults.slow_delay_ms`, and `expect[].catch` accepting `liveness`.
@@ -23,7 +23,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt, ValidationError, model_validator
 
 from observability.anomaly_names import ANOMALY_NAMES
-from observability.checks.invariants import INVARIANT_NAMES
+from observability.checks.invariants import DISRUPTION_NAMES, INVARIANT_NAMES
 from workloads.faults import FAULT_KINDS, FaultKind
 from workloads.scenario.loading import (
     Problem,
@@ -42,7 +42,7 @@ from workloads.scenario.schema import NAME_PATTERN, Acks
 CAMPAIGN_LIBRARY_DIR = Path(__file__).resolve().parents[1] / "campaigns"  # workloads/campaigns
 # A run that did not converge after the faults healed (kraftlab/campaign/outcome.py).
 LIVENESS = "liveness"
-FINDING_NAMES = frozenset(INVARIANT_NAMES) | frozenset(ANOMALY_NAMES) | {LIVENESS}
+FINDING_NAMES = frozenset(INVARIANT_NAMES) | DISRUPTION_NAMES | frozenset(ANOMALY_NAMES) | {LIVENESS}
 VARIANT_KEY = "variant"  # the results column naming a run's variant
 
 
@@ -123,7 +123,8 @@ class ExpectRule(Strict):
             if name not in FINDING_NAMES:
                 raise ValueError(
                     f"unknown name {name!r} in `catch` (an anomaly: {', '.join(ANOMALY_NAMES)}; `{LIVENESS}`; or an "
-                    f"invariant of reference/protocol-facts.md: {', '.join(sorted(INVARIANT_NAMES))})"
+                    f"invariant of reference/protocol-facts.md: {', '.join(sorted(INVARIANT_NAMES))}; or, with the base "
+                    f"scenario's disruption_checks, {', '.join(sorted(DISRUPTION_NAMES))})"
                 )
         return self
 
@@ -133,6 +134,8 @@ class CampaignSpec(Strict):
     description: str = ""
     scenario: str
     seeds: PositiveInt | Annotated[list[NonNegativeInt], Field(min_length=2, max_length=2)] = 1
+    # kraftlab's: overrides for every run (dotted paths, as `--set`), before the cell's own.
+    set: dict[str, Any] = {}
     matrix: dict[str, Annotated[list[Any], Field(min_length=1)]] = {}
     variants: dict[Annotated[str, Field(pattern=NAME_PATTERN)], dict[str, Any]] | None = None
     faults: FaultsSpec | None = None
@@ -172,7 +175,8 @@ class Cell:
     variant_overrides: dict[str, Any]
 
     def overrides(self) -> dict[str, Any]:
-        """What this cell sets on the base scenario: the variant's keys, then the matrix's."""
+        """What this cell sets on the base scenario (after the campaign's `set`): the variant's
+        keys, then the matrix's."""
         return {**self.variant_overrides, **self.values}
 
     def label(self) -> str:
@@ -195,8 +199,9 @@ class Campaign:
     base_text: str
 
     def base_with(self, overrides: dict[str, Any]) -> dict[str, Any]:
+        """The base scenario with the campaign's `set`, then `overrides` (a cell's)."""
         raw = copy.deepcopy(self.base_raw)
-        for key, value in overrides.items():
+        for key, value in {**self.spec.set, **overrides}.items():
             _set_path(raw, key.split("."), copy.deepcopy(value), key, str(self.base_path))
         return raw
 
@@ -289,6 +294,8 @@ def _check_overrides(campaign: Campaign, raw: dict) -> list[Problem]:
             checks.append((f"matrix.{key}[{i}]", ("matrix", key), {key: value}))
     for name, overrides in (spec.variants or {}).items():
         checks.append((f"variants.{name}", ("variants", name), overrides))
+    if spec.set:
+        checks.append(("set", ("set",), {}))
     for where, loc, overrides in checks:
         try:
             validate(campaign.base_with(overrides), str(campaign.base_path))

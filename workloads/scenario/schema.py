@@ -33,7 +33,7 @@ from pydantic import (
     model_validator,
 )
 
-from observability.checks.invariants import INVARIANT_NAMES
+from observability.checks.invariants import DISRUPTION_NAMES, INVARIANT_NAMES
 
 
 class Strict(BaseModel):
@@ -627,13 +627,17 @@ class Scenario(Strict):
     topics: list[TopicSpec] = []
     steps: list[Step] = []
     expect_violations: list[str] = []
+    # kraftlab's: also check the quorum's liveness (EpochInflation, StaleLeader) after every event,
+    # reported as violations: what turning `prevote` or `check_quorum` off shows under faults.
+    disruption_checks: bool = False
 
     @field_validator("expect_violations")
     @classmethod
     def _known_invariants(cls, names: list[str]) -> list[str]:
         for name in names:
-            if name not in INVARIANT_NAMES:
-                raise ValueError(f"unknown invariant {name!r} (the names of reference/protocol-facts.md: {', '.join(sorted(INVARIANT_NAMES))})")
+            if name not in INVARIANT_NAMES | DISRUPTION_NAMES:
+                raise ValueError(f"unknown invariant {name!r} (the names of reference/protocol-facts.md: {', '.join(sorted(INVARIANT_NAMES))}; "
+                                 f"with disruption_checks: {', '.join(sorted(DISRUPTION_NAMES))})")
         return names
 
     @model_validator(mode="after")

@@ -65,7 +65,7 @@ class RayCluster(RoleCluster):
         self.sim.trace.sinks.extend(event_sinks)
         self.faults = NetworkFaults()
         self.clients: Clients | None = None
-        self.watch_history()
+        self.watch_history(run.disruption_checks)
         self._next_seed = run.seed * 1_000_003
         self._closed = False
         self.observing = True

@@ -46,7 +46,7 @@ class SimCluster(RoleCluster):
             )
         )
         self.sim.trace.sinks.extend(event_sinks)
-        self.watch_history()
+        self.watch_history(run.disruption_checks)
         for check in self.checks.check_sets:
             self.sim.add_invariant_set(check)
         report_survivors(self.sim)
