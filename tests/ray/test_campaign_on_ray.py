@@ -76,3 +76,22 @@ def test_a_campaign_killed_mid_way_resumes_and_every_run_is_there_once(tmp_path)
     assert all((out / "runs" / run / "summary.json").is_file() for run in runs)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["done"] == 16 and [c["runs"] for c in summary["cells"]] == [8, 8]
+
+
+def test_a_campaign_of_ray_runtime_runs_two_clusters_at_once(tmp_path):
+    """`runtime: ray` runs are clusters of actors on the embedded Ray, `--parallel` of them at once."""
+    campaign = tmp_path / "c.yaml"
+    campaign.write_text(
+        "name: on-ray\nscenario: random-faults\nseeds: 2\nset: {runtime: ray}\n"
+        "faults: {kinds: [crash_process, isolate], mean_interval_ms: 1500, duration_ms: 3000, converge_ms: 30000}\n"
+        "load: {producers: 1, consumers: 1, rate_per_s: 20, acks: all}\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([*KRAFTLAB, "campaign", str(campaign), "--out", str(tmp_path / "out"), "--parallel", "2"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = pq.read_table(tmp_path / "out" / "results.parquet").to_pylist()
+    assert sorted(r["run"] for r in rows) == ["c0-s0", "c0-s1"] and {r["status"] for r in rows} == {"ok"}
+    summaries = [json.loads((tmp_path / "out" / "runs" / r["run"] / "summary.json").read_text()) for r in rows]
+    assert {s["runtime"] for s in summaries} == {"ray"} and all(s["stats"]["acked"] > 0 for s in summaries)
+    assert all(r["replay"].endswith("--runtime ray") for r in rows)

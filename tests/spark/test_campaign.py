@@ -81,3 +81,30 @@ def test_a_campaign_with_no_readable_run_is_bad_input(tmp_path):
     result = analyze_cli(tmp_path)
     assert_input_error(result, tmp_path, "a campaign directory with no run to analyze")
     assert "not a readable Parquet file" in " ".join(result.stderr.split())
+
+
+def test_a_directory_written_by_kraftlab_campaign(spark, tmp_path):
+    """What `kraftlab campaign` writes (issue 15) is what `kraftlab analyze` reads: its runs, their
+    variant as the cell, and per run the same lost writes as the campaign's own verdicts."""
+    from click.testing import CliRunner
+
+    from kraftlab.cli import main
+
+    campaign_file = tmp_path / "c.yaml"
+    campaign_file.write_text(
+        "name: to-analyze\nscenario: random-faults\nseeds: 2\n"
+        "variants: {all-on: {}, truncation-off: {cluster.protocol.leader_epoch_truncation: false}}\n"
+        "faults: {kinds: [crash_os, crash_process, isolate, partition], mean_interval_ms: 3000, duration_ms: 12000, converge_ms: 30000}\n"
+        "load: {producers: 1, consumers: 1, rate_per_s: 40, acks: all}\n")
+    out = tmp_path / "out"
+    done = CliRunner().invoke(main, ["campaign", str(campaign_file), "--out", str(out), "--parallel", "0", "--minimize-budget", "0"],
+                              catch_exceptions=False)
+    assert done.exit_code == 0, done.output
+    checks, _ = analyze_run(out, engine="local", spark=spark)
+    assert checks["runs"] == 4 and not checks.get("missing_runs")
+    assert sorted(c["cell"]["variant"] for c in checks["cells"]) == ["all-on", "truncation-off"]
+    results = {r["run"]: r for r in pq.read_table(out / "results.parquet").to_pylist()}
+    spark_runs = {r["run"]: r for r in pq.read_table(out / "analysis" / "runs.parquet").to_pylist()}
+    assert set(spark_runs) == set(results)
+    for run, row in results.items():
+        assert (spark_runs[run]["lost_acks_all"] > 0) == (row["stats.acked_lost"] > 0), run
