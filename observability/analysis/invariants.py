@@ -1,8 +1,9 @@
 """Protocol invariants (reference/protocol-facts.md) re-checked from the history by Spark, over the
 whole run at once, and the run's own online verdicts (summary.json) beside them.
 
-Spark re-checks those that the history's committed metadata, elections and role changes show
-directly, as shallow DataFrame jobs (dedupe, window `lag`, group counts, as-of joins):
+Spark re-checks those that the history's committed metadata, elections, role changes and
+replicas' HWMs and truncations show directly, as shallow DataFrame jobs (dedupe, window `lag`,
+group counts, as-of joins, anti-joins):
 
 | name            | re-checked here                                                          |
 |-----------------|--------------------------------------------------------------------------|
@@ -11,18 +12,23 @@ directly, as shallow DataFrame jobs (dedupe, window `lag`, group counts, as-of j
 | IsrElrShape     | every committed partition record: ISR and ELR subsets of the replicas, disjoint, ELR empty when size(ISR) >= MinISR |
 | NoFencedInIsr   | (its election part) a broker elected from the ELR is unfenced in the committed metadata at the election |
 | UncleanExclusion| (its election part) a broker elected from the ELR whose current registration followed an unclean shutdown has been back in the partition's ISR since then (KIP-966 removes such a broker from the ELR) |
+| LeaderCompleteness | (its truncation part, truncations.py) no replica cuts its log below the local HWM it knew (`truncated` against `replica_hwm`/`replica_recovered`), except after an unclean election or recovery, or once the partition went beyond tolerance (`beyond_tolerance`) |
 
 Semantics follow the online checker (observability/checks/) where it checks the same thing, so that
 both give the same verdicts (tests/spark/test_cross_validation.py runs the scenario library): the
 committed records are taken once each, in metadata-offset order, as `MetadataChecks` takes them.
 The two "election part" checks are narrower than their online namesakes, which also judge ISR
-members and log ends; the others are the online checks' statements in full (ElectionSafety's
-partition part is Spark's own: the online checker judges the quorum's only).
+members and log ends; so is LeaderCompleteness's "truncation part", which sees an incomplete leader
+only through a follower cutting committed records to match it and excuses the cuts the protocol
+allows (truncations.py says why its findings are a subset of the online ones). The others are the
+online checks' statements in full (ElectionSafety's partition part is Spark's own: the online
+checker judges the quorum's only).
 
-Not re-checked by Spark (they need replaying each replica's log): LeaderCompleteness, LogMatching,
-LeaderCandidateCompleteness, ReplicationQuorumSuperset, NoCommittedRecordLostGlobally,
+Not re-checked by Spark (they need replaying each replica's log): LeaderCompleteness in full,
+LogMatching, LeaderCandidateCompleteness, ReplicationQuorumSuperset, NoCommittedRecordLostGlobally,
 StrictMinIsrHWM, TrueHWMMonotonic, AppliedHWM, ConsistentRead and the Raft log invariants. For
-those, checks.json reports the online checker's findings (summary.json), marked `source: online`.
+those, checks.json reports the online checker's findings (summary.json), marked `source: online`
+(`both` for LeaderCompleteness when Spark's part found it too).
 """
 
 from __future__ import annotations
@@ -37,8 +43,10 @@ from pyspark.sql import functions as F
 from .anomalies import EXAMPLES
 from .committed import committed_brokers, committed_partitions
 from .errors import AnalysisInputError
+from .truncations import committed_record_truncations
 
-RECHECKED = ("ElectionSafety", "MonotonicEpochs", "IsrElrShape", "NoFencedInIsr", "UncleanExclusion")
+RECHECKED = ("ElectionSafety", "MonotonicEpochs", "IsrElrShape", "NoFencedInIsr", "UncleanExclusion",
+             "LeaderCompleteness")
 
 Found = dict[str, dict[str, dict[str, Any]]]  # run -> invariant -> {count, examples: [{at_ms, detail}]}
 
@@ -147,7 +155,8 @@ def recheck_invariants(history: DataFrame) -> Found:
     partitions = committed_partitions(history).cache()
     brokers = committed_brokers(history).cache()
     parts = [*election_safety(history, partitions), *monotonic_epochs(partitions, brokers),
-             *isr_elr_shape(partitions), *elr_elections(history, partitions, brokers)]
+             *isr_elr_shape(partitions), *elr_elections(history, partitions, brokers),
+             committed_record_truncations(history)]
     violations = parts[0]
     for df in parts[1:]:
         violations = violations.unionByName(df)

@@ -160,7 +160,9 @@ COLUMNS = ("time_ms", "node", "incarnation", "node_seq", "kind", "producer", "se
            "leader", "isr", "metadata_offset", "fault", "target",
            # invariants.py: metadata, elections, brokers and the quorum
            "leader_epoch", "partition_epoch", "replicas", "elr", "min_isr", "election_kind", "epoch", "fenced",
-           "clean")
+           "clean",
+           # truncations.py: replicas' local HWMs and log cuts
+           "hwm", "last_epoch", "from_offset", "reason")
 
 
 def load_history(spark, dataset: Dataset):

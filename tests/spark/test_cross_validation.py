@@ -3,15 +3,21 @@ one campaign directory. On every scenario, Spark's verdicts equal the online che
 (summary.json), for what both judge:
 
 - the invariants Spark re-checks in full (observability/analysis/invariants.py) are found by Spark
-  exactly where the online checker found them; the two it checks only at ELR elections are found
-  by Spark only where the online checker found them too (Spark's check is the narrower one);
+  exactly where the online checker found them; the two it checks only at ELR elections, and
+  LeaderCompleteness, which it checks only where a follower cuts records it knew committed
+  (observability/analysis/truncations.py), are found by Spark only where the online checker found
+  them too (Spark's check is the narrower one);
 - the records acknowledged with acks=all that the final read lacks (Spark's `lost-write`, for
   acks=all) are the summary's `acked_lost`;
 - the counts of acknowledged and not acknowledged records agree.
 
-No library scenario breaks one of the invariants Spark re-checks (the online checker finds none of
-them there), so on the library this shows that Spark raises no false alarm on 32 real histories,
-healthy ones and protocol variants that lose data; tests/spark/test_invariants.py shows each
+No library scenario breaks one of the invariants Spark re-checks in full or at ELR elections (the
+online checker finds none of them there), so for those the library shows that Spark raises no false
+alarm on 32 real histories, healthy ones and protocol variants that lose data. LeaderCompleteness's
+truncation part does find something in the library: the Last Replica Standing without ELR, where
+followers cut committed records to match a leader elected cleanly without them; and it excuses what
+the protocol allows there, such as broker 1 cutting the ten records it knew committed after the
+unclean election of unclean-leader-election-enabled. tests/spark/test_invariants.py shows each
 re-check finding what it must on a history built to break it.
 """
 
@@ -25,7 +31,12 @@ from observability.analysis.analyze import analyze_run
 from workloads.scenario.loading import library_scenarios, load_scenario
 
 FULL = ("ElectionSafety", "MonotonicEpochs", "IsrElrShape")  # Spark's statement is the online one
-NARROWER = ("NoFencedInIsr", "UncleanExclusion")  # Spark judges the ELR elections only
+# Spark judges the ELR elections only, and LeaderCompleteness only through followers' truncations.
+NARROWER = ("NoFencedInIsr", "UncleanExclusion", "LeaderCompleteness")
+# The library scenarios where a follower cuts records it knew committed, with no unclean election
+# or breach of tolerance to excuse it: an incomplete leader, elected cleanly from a lone ISR member
+# back from an unclean shutdown with an empty log.
+COMMITTED_RECORDS_CUT = ("last-replica-standing-no-elr", "last-replica-standing-load-no-elr")
 
 
 @pytest.fixture(scope="module")
@@ -62,3 +73,8 @@ def test_spark_and_the_online_checker_agree(library, name, tmp_path):
     assert row["failed"] + row["indeterminate"] == summary["stats"]["failed"]
     assert row["valid"] in ("true", "false")  # every library run has a complete history
 
+
+def test_the_truncation_part_finds_exactly_the_cuts_the_protocol_does_not_allow(library):
+    _, _, rows = library
+    found = {name for name, row in rows.items() if "LeaderCompleteness" in row["spark_invariants"]}
+    assert found == set(COMMITTED_RECORDS_CUT)

@@ -1,8 +1,11 @@
 """Protocol invariants re-checked by Spark from the history (observability/analysis/invariants.py):
 each on a small hand-built history that breaks exactly it, a history that breaks none, and the
 look-alikes that must not count (a broker back from an unclean shutdown that rejoined the ISR
-before its ELR election). All cases are runs of one campaign directory, checked in one Spark pass:
-so they also show that one run's rows never meet another's."""
+before its ELR election; truncations the protocol allows: of uncommitted records, after an unclean
+election or recovery, beyond the tolerance of lossy crashes, of a replica deleted and created
+again). All cases are runs of one campaign directory, checked in one Spark pass: so they also show
+that one run's rows never meet another's (the unclean elections of one run excuse nothing in the
+others)."""
 
 from __future__ import annotations
 
@@ -10,7 +13,22 @@ import pytest
 
 from observability.analysis.invariants import recheck_invariants
 from observability.analysis.loading import discover, load_history
-from observability.events import BecomeLeader, BrokerChange, BrokerRegistered, Election, PartitionChange, RaftLeaderElected
+from observability.events import (
+    Appended,
+    BecomeFollower,
+    BecomeLeader,
+    BeyondTolerance,
+    BrokerChange,
+    BrokerRegistered,
+    Election,
+    Fault,
+    PartitionChange,
+    RaftLeaderElected,
+    ReplicaDeleted,
+    ReplicaHwm,
+    ReplicaRecovered,
+    Truncated,
+)
 
 from .histories import History
 
@@ -70,6 +88,74 @@ def unclean_return(back_in_isr: bool) -> History:
     return h
 
 
+# --- LeaderCompleteness, its truncation part: broker 2 follows t-0 and cuts its log ----------------
+
+
+def follows(h: History, leader_epoch: int, incarnation: int = 0) -> History:
+    return h.add("b2", BecomeFollower("t", 0, 1, leader_epoch, "follower", 0, 0), incarnation=incarnation)
+
+
+def learns_hwm(h: History, hwm: int) -> History:
+    return h.add("b2", ReplicaHwm("t", 0, hwm))
+
+
+def cuts(h: History, from_offset: int, to: int, incarnation: int = 0) -> History:
+    return h.add("b2", Truncated("t", 0, "diverging_epoch", from_offset, to), incarnation=incarnation)
+
+
+def knows_ten_committed() -> History:
+    """Broker 2 follows leader epoch 0 and has learned HWM 10: offsets 0..9 are committed."""
+    return learns_hwm(follows(History(), 0), 10)
+
+
+def committed_cut_twice() -> History:
+    """After a clean election (leader epoch 1) broker 2 cuts committed offsets 4..9 to match its
+    leader; it then catches up to 9 and cuts to 6 in leader epoch 2: above the HWM it has since
+    that first cut (4), so only the first cut counts."""
+    h = follows(knows_ten_committed(), 1)
+    cuts(h, 12, 4).add("b2", Appended("t", 0, 4, 5, 1, 7))
+    return cuts(follows(h, 2), 9, 6)
+
+
+def recovered_then_cut() -> History:
+    """Broker 2 restarts with offsets 0..9 on disk and HWM 8 checkpointed, and cuts to 5 after a
+    clean election: the HWM it recovered with counts as one it learned."""
+    h = History().add("b2", ReplicaRecovered("t", 0, 10, 8, 0, (0,), (10,), (0,), (7,)), incarnation=1)
+    return cuts(follows(h, 2, incarnation=1), 10, 5, incarnation=1)
+
+
+def unclean_then_cut(kind: str = "unclean") -> History:
+    """An unclean election (or unclean recovery, `kind`) in leader epoch 1: broker 2, which knew
+    0..9 committed in epoch 0, cuts them all to match the new leader, as the protocol allows."""
+    h = elected(knows_ten_committed(), 20, 3, 1, kind)
+    return cuts(follows(h, 1), 10, 0)
+
+
+def unclean_then_committed_cut() -> History:
+    """After the allowed cut of an unclean election, broker 2 learns HWM 6 from the new leader in
+    epoch 1; a clean election (epoch 2) later makes it cut to 3: those records were committed after
+    the unclean election, which excuses only the loss of the ones committed before it."""
+    h = learns_hwm(unclean_then_cut().add("b2", Appended("t", 0, 0, 8, 1, 7)), 6)
+    return cuts(follows(h, 2), 8, 3)
+
+
+def lossy_crashes_then_cut(beyond_tolerance: bool) -> History:
+    """Brokers 1 and 3 (MinISR 2) lose unflushed records in OS crashes; broker 3 is elected
+    cleanly with a shorter log and broker 2 cuts committed records to match it. Allowed once the
+    run's checker recorded the partition beyond tolerance; else an incomplete leader."""
+    h = knows_ten_committed().add("driver", Fault("crash_os", "b1")).add("driver", Fault("crash_os", "b3"))
+    if beyond_tolerance:
+        h.add("driver", BeyondTolerance("t", 0, (1, 3)))
+    return cuts(follows(elected(h, 20, 3, 1, "clean"), 1), 10, 3)
+
+
+def recreated_then_cut() -> History:
+    """Broker 2's replica is deleted (reassigned away) and created again, empty: the HWM 10 it
+    knew went with it, so cutting the new log's uncommitted 2..4 cuts nothing committed."""
+    h = knows_ten_committed().add("b2", ReplicaDeleted("t", 0))
+    return cuts(follows(h, 3).add("b2", Appended("t", 0, 0, 5, 3, 7)), 5, 2)
+
+
 CASES = {
     "healthy": (healthy(), {}),
     "unclean-broker-back-in-isr": (unclean_return(True), {}),
@@ -86,6 +172,16 @@ CASES = {
     "fenced-broker-elected-from-elr": (elected(committed(broker(History(), 3, 2, 12, True), 6, 2, 1, 1, (2,)), 6, 2, 1),
                                        {"NoFencedInIsr": 1}),
     "unclean-broker-elected-from-elr": (unclean_return(False), {"UncleanExclusion": 1}),
+    "committed-records-cut": (committed_cut_twice(), {"LeaderCompleteness": 1}),
+    "recovered-committed-records-cut": (recovered_then_cut(), {"LeaderCompleteness": 1}),
+    "records-committed-after-unclean-election-cut": (unclean_then_committed_cut(), {"LeaderCompleteness": 1}),
+    "lossy-crashes-below-tolerance-then-cut": (lossy_crashes_then_cut(beyond_tolerance=False),
+                                               {"LeaderCompleteness": 1}),
+    "uncommitted-records-cut": (cuts(cuts(knows_ten_committed(), 14, 12), 12, 10), {}),
+    "cut-after-unclean-election": (unclean_then_cut(), {}),
+    "cut-after-unclean-recovery": (unclean_then_cut("last_known_leader"), {}),
+    "cut-beyond-tolerance": (lossy_crashes_then_cut(beyond_tolerance=True), {}),
+    "cut-in-replica-created-again": (recreated_then_cut(), {}),
 }
 
 
@@ -111,3 +207,7 @@ def test_the_examples_say_what_broke(found):
     assert "brokers b1 and b2 both became leader" in found["two-brokers-lead-one-epoch"]["ElectionSafety"]["examples"][0]["detail"]
     assert "went from (3, 3) to (2, 4)" in found["leader-epoch-goes-back"]["MonotonicEpochs"]["examples"][0]["detail"]
     assert "broker 2 elected from the ELR" in found["fenced-broker-elected-from-elr"]["NoFencedInIsr"]["examples"][0]["detail"]
+    cut = found["committed-records-cut"]["LeaderCompleteness"]["examples"][0]["detail"]
+    assert "b2 cut its log from 12 to 4 (diverging_epoch) in leader epoch 1, below the HWM 10 it knew" in cut
+    assert "in leader epoch 2, below the HWM 6 it knew" in (
+        found["records-committed-after-unclean-election-cut"]["LeaderCompleteness"]["examples"][0]["detail"])
