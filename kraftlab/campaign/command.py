@@ -137,26 +137,35 @@ def build_summary(campaign: Campaign, out: Path, rows: dict[str, dict[str, Any]]
     }
 
 
+SHOWN_SIGNATURES = 12  # the rest are in summary.json
+
+
 def print_summary(summary: dict[str, Any], console: Console) -> None:
+    """The table per cell (signatures by their number, S1 the most frequent), then the signatures
+    with a replay command and their minimal scenario, then the `expect` verdicts."""
+    numbers = {sig: f"S{i}" for i, sig in enumerate(summary["signatures"], 1)}
     table = Table("cell", "runs", "ok", "failures by signature", "acked lost", "detection (95% CI)", title="per cell")
     for c in summary["cells"]:
-        failures = ", ".join(f"{sig} {n}" for sig, n in sorted(c["signatures"].items(), key=lambda kv: -kv[1])) or ""
+        failures = ", ".join(f"{numbers[sig]} ×{n}" for sig, n in sorted(c["signatures"].items(), key=lambda kv: (-kv[1], numbers[kv[0]])))
         low, high = c["detection_ci95"]
         extra = "".join(f" [red]{c[k]} {k}[/]" for k in ("error", "missing") if c[k])
         table.add_row(c["label"], f"{c['runs']:,}", f"{c['ok']:,}{extra}", failures, f"{c['acked_lost']:,}",
                       f"{100 * c['detection_rate']:.1f}% [{100 * low:.1f}, {100 * high:.1f}]")
     console.print(table)
-    for sig, entry in summary["signatures"].items():
-        console.print(f"[bold]{sig}[/]: {entry['runs']:,} runs; replay: {entry['examples'][0]['replay']}", highlight=False, soft_wrap=True)
+    for sig, entry in list(summary["signatures"].items())[:SHOWN_SIGNATURES]:
+        console.print(f"[bold]{numbers[sig]}[/] {sig}: {entry['runs']:,} runs; replay: {entry['examples'][0]['replay']}",
+                      highlight=False, soft_wrap=True)
         m = entry.get("minimal")
         if m:
             b, a = m["before"], m["after"]
             mark = "" if m["reproduced"] else " [red](did not reproduce)[/]"
-            console.print(f"  minimal: {m['minimal']}  ({b['faults']} faults, {b['safety_ms']:,} ms, {b['steps']} steps -> "
+            console.print(f"    minimal: {m['minimal']}  ({b['faults']} faults, {b['safety_ms']:,} ms, {b['steps']} steps -> "
                           f"{a['faults']} faults, {a['safety_ms']:,} ms, {a['steps']} steps; {m['candidate_runs']} runs){mark}",
                           highlight=False, soft_wrap=True)
+    if len(summary["signatures"]) > SHOWN_SIGNATURES:
+        console.print(f"… and {len(summary['signatures']) - SHOWN_SIGNATURES} more signatures in summary.json", highlight=False)
     for v in summary["expect"]:
-        what = f"catch {v['catch']}" if "catch" in v else "clean"
+        what = f"catch {v['catch']}" if "catch" in v else f"absent {v['absent']}" if "absent" in v else "clean"
         if v["held"]:
             console.print(f"[green]expect held[/]: when {v['when']}: {what}", highlight=False)
         else:

@@ -5,13 +5,21 @@ Every run, whatever runs it, goes through `execute_plan`: it writes the run dire
 (`runs/<run>/`, assembled aside and renamed into place by kraftlab/runner.py) and returns the run's
 results row; a run that raises returns an `error` row with its traceback instead, so one broken
 run never stops a campaign.
+
+A Ray task may run on another machine than the command (a cluster started by `ray up`): it writes
+its run directory in a temporary folder of its own node and returns it, packed (tar), with the row;
+the command unpacks it into `runs/<run>/` before it logs the run. So a campaign's directory is
+complete on the machine that ran the command, whatever node ran each run (a run's history is a few
+MB; at most `window` of them are in flight).
 """
 
 from __future__ import annotations
 
+import io
 import shutil
+import tarfile
+import tempfile
 import traceback
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -28,17 +36,43 @@ def replay_command(runs_dir: Path, plan: RunPlan) -> str:
     return f"kraftlab run {runs_dir / plan.run / 'scenario.yaml'} --runtime {runtime}"
 
 
-def execute_plan(plan: RunPlan, runs_dir: Path, address: str | None = None) -> dict[str, Any]:
+def execute_plan(plan: RunPlan, runs_dir: Path, address: str | None = None, replay_dir: Path | None = None) -> dict[str, Any]:
     """Run `plan` into `runs_dir/<run>/` (replacing what a killed campaign left there) and return
-    its results row."""
+    its results row (its replay command names `replay_dir`, default `runs_dir`)."""
     out_dir = runs_dir / plan.run
-    replay = replay_command(runs_dir, plan)
+    replay = replay_command(replay_dir or runs_dir, plan)
     try:
         shutil.rmtree(out_dir, ignore_errors=True)
         result = run_scenario(plan.scenario(), source=plan.run, out_dir=out_dir, address=address)
         return row_from_summary(plan, result.summary, replay, beyond_tolerance(result.run_dir))
     except Exception as exc:  # a bug in a run is that run's result, not the campaign's end
         return error_row(plan, type(exc).__name__, traceback.format_exc(), replay)
+
+
+def execute_and_pack(plan: RunPlan, runs_dir: Path) -> tuple[dict[str, Any], bytes]:
+    """A Ray task's body: run `plan` on this node, in a temporary folder, and return its row and
+    its run directory packed (`unpack_run` puts it into the command's `runs_dir`)."""
+    with tempfile.TemporaryDirectory(prefix="kraftlab-campaign-run-") as tmp:
+        row = execute_plan(plan, Path(tmp), replay_dir=runs_dir)
+        packed = io.BytesIO()
+        with tarfile.open(fileobj=packed, mode="w") as tar:
+            if (Path(tmp) / plan.run).is_dir():
+                tar.add(Path(tmp) / plan.run, arcname=plan.run)
+        return row, packed.getvalue()
+
+
+def unpack_run(packed: bytes, runs_dir: Path, run: str) -> None:
+    """The packed run directory into `runs_dir/<run>/`: unpacked aside, then renamed into place
+    (a kill leaves a `.partial-` folder, which the next start removes)."""
+    partial = runs_dir / f".{run}.partial-unpack"
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir()
+    with tarfile.open(fileobj=io.BytesIO(packed), mode="r") as tar:
+        tar.extractall(partial, filter="data")
+    shutil.rmtree(runs_dir / run, ignore_errors=True)
+    if (partial / run).is_dir():
+        (partial / run).rename(runs_dir / run)
+    shutil.rmtree(partial, ignore_errors=True)
 
 
 class Executor:
@@ -48,6 +82,10 @@ class Executor:
 
     def submit(self, plan: RunPlan) -> Future:
         raise NotImplementedError
+
+    def row(self, result: Any, plan: RunPlan) -> dict[str, Any]:
+        """A finished run's row, from what its future held (and its run directory in place)."""
+        return result
 
     def close(self) -> None:
         pass
@@ -80,7 +118,7 @@ class OnRay(Executor):
         # driver); `runtime: ray` runs, one cluster at a time.
         self.window = max(1, parallel) if parallel else (1 if ray_runs else 2 * self.cpus())
         self._threads = ThreadPoolExecutor(self.window if ray_runs else 1, thread_name_prefix="campaign-ray-run")
-        self._start_task = task_submitter(execute_plan)
+        self._start_task = task_submitter(execute_and_pack)
 
     def cpus(self) -> int:
         from actors.runtime.ray.adapter import cluster_cpus
@@ -92,16 +130,21 @@ class OnRay(Executor):
             return self._threads.submit(execute_plan, plan, self.runs_dir, self.address)
         return self._start_task(plan, self.runs_dir)
 
+    def row(self, result: Any, plan: RunPlan) -> dict[str, Any]:
+        if isinstance(result, tuple):  # a Ray task's: (row, packed run directory)
+            row, packed = result
+            unpack_run(packed, self.runs_dir, plan.run)
+            return row
+        return result
+
     def close(self) -> None:
         self._threads.shutdown(wait=True, cancel_futures=True)
 
 
-def result_or_error(future: Future, plan: RunPlan, runs_dir: Path, on_lost: Callable[[BaseException], None] | None = None) -> dict[str, Any]:
-    """The row a finished future holds; a task lost with its worker (killed, out of memory) is an
+def result_or_error(executor: Executor, future: Future, plan: RunPlan, runs_dir: Path) -> dict[str, Any]:
+    """The row of a finished run; a task lost with its worker (killed, out of memory) is an
     `error` row naming why."""
     try:
-        return future.result()
+        return executor.row(future.result(), plan)
     except Exception as exc:
-        if on_lost is not None:
-            on_lost(exc)
         return error_row(plan, type(exc).__name__, "".join(traceback.format_exception(exc)), replay_command(runs_dir, plan))

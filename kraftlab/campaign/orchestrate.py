@@ -146,7 +146,7 @@ def run_campaign(
             done, _ = wait(list(in_flight), return_when=FIRST_COMPLETED)
             for future in done:
                 finished = in_flight.pop(future)
-                row = result_or_error(future, finished, runs_dir)
+                row = result_or_error(executor, future, finished, runs_dir)  # type: ignore[arg-type]
                 log.append(row)
                 progress.rows[row["run"]] = row
                 if on_row is not None:

@@ -101,13 +101,18 @@ def check_expect(campaign: Campaign, reports: list[CellReport]) -> list[dict[str
                 absent = [name for name in rule.catch if name not in r.findings]
                 if absent:
                     problems.append(f"cell {r.cell.index} ({r.cell.label()}): {', '.join(absent)} not found in {r.ok + r.violation} runs")
+            elif rule.absent is not None:
+                shown = [f"{name} (seeds {_seeds(r.findings[name])})" for name in rule.absent if name in r.findings]
+                if shown or r.missing:
+                    problems.append(f"cell {r.cell.index} ({r.cell.label()}): found " + "; ".join(shown + ([f"{r.missing} runs missing"] if r.missing else [])))
             elif r.violation or r.error or r.missing:
                 shown = ", ".join(f"{name} (seeds {_seeds(seeds)})" for name, seeds in sorted(r.findings.items()))
                 parts = [shown] if shown else []
                 parts += [f"{r.error} runs raised"] if r.error else []
                 parts += [f"{r.missing} runs missing"] if r.missing else []
                 problems.append(f"cell {r.cell.index} ({r.cell.label()}): not clean: {'; '.join(parts)}")
-        rule_text = {"when": rule.when} | ({"catch": rule.catch} if rule.catch is not None else {"clean": True})
+        rule_text = {"when": rule.when} | (
+            {"catch": rule.catch} if rule.catch is not None else {"absent": rule.absent} if rule.absent is not None else {"clean": True})
         verdicts.append({"rule": i, **rule_text, "cells": [r.cell.index for r in cells], "held": not problems, "problems": problems})
     return verdicts
 

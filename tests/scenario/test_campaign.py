@@ -238,3 +238,15 @@ def test_set_applies_to_every_run_and_is_validated(tmp_path):
     bad = write(tmp_path, SMALL + "set: {cluster.brokers: zero}\n", "bad.yaml")
     result = campaign_cli(bad, "--out", tmp_path / "out", "--parallel", "0")
     assert result.exit_code == 2 and "set" in result.output and "cluster.brokers" in result.output
+
+
+def test_every_library_campaign_is_valid_and_listed():
+    from workloads.campaign.spec import campaign_library
+
+    library = campaign_library()
+    assert "switches" in library
+    for name, path in library.items():
+        campaign = load_campaign(str(path))
+        assert campaign.spec.name == name and campaign.spec.description
+    listed = CliRunner().invoke(main, ["campaigns"]).output
+    assert all(name in listed for name in library)

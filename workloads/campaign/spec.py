@@ -107,22 +107,25 @@ class LoadProfile(Strict):
 
 class ExpectRule(Strict):
     """One `expect` entry: in every cell matching `when`, `catch` names must each show up in at
-    least one seed, or (`clean: true`) no seed may show any finding."""
+    least one seed; or (`clean: true`) no seed may show any finding; or (`absent`, kraftlab's) no
+    seed may show one of these names (for profiles whose runs may go beyond the protocol's
+    tolerance, where other findings are the protocol's limits, not the switch's doing)."""
 
     when: dict[str, Any] = {}
     catch: Annotated[list[str], Field(min_length=1)] | None = None
     clean: bool | None = None
+    absent: Annotated[list[str], Field(min_length=1)] | None = None
 
     @model_validator(mode="after")
     def _catch_or_clean(self) -> ExpectRule:
-        if (self.catch is None) == (self.clean is None):
-            raise ValueError("give exactly one of `catch` (a list of names) or `clean: true`")
+        if sum(x is not None for x in (self.catch, self.clean, self.absent)) != 1:
+            raise ValueError("give exactly one of `catch` (a list of names), `clean: true` or `absent` (a list of names)")
         if self.clean is False:
             raise ValueError("`clean` can only be true (a cell that must show nothing)")
-        for name in self.catch or ():
+        for name in (self.catch or []) + (self.absent or []):
             if name not in FINDING_NAMES:
                 raise ValueError(
-                    f"unknown name {name!r} in `catch` (an anomaly: {', '.join(ANOMALY_NAMES)}; `{LIVENESS}`; or an "
+                    f"unknown name {name!r} (an anomaly: {', '.join(ANOMALY_NAMES)}; `{LIVENESS}`; or an "
                     f"invariant of reference/protocol-facts.md: {', '.join(sorted(INVARIANT_NAMES))}; or, with the base "
                     f"scenario's disruption_checks, {', '.join(sorted(DISRUPTION_NAMES))})"
                 )
