@@ -28,7 +28,7 @@ apt_install() {  # only what is missing: a machine you own may have it all and n
 
 install() {
   local wheel="$1"
-  # Java for RayDP's Spark (`kraftlab analyze --engine raydp` runs executors on every node).
+  # Java 17 for RayDP's Spark (its executors are Ray actors, on whichever node Ray picks).
   # (rsync is not installed here: `ray up` needs it on the node before any command runs.)
   apt_install python3-venv openjdk-17-jre-headless
   python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "kraftlab needs Python >= 3.11" >&2; exit 1; }
