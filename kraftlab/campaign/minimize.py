@@ -120,7 +120,10 @@ def ddmin(items: list, still_fails: Callable[[list], bool]) -> list:
 
 
 def safety_start_ms(run_dir: Path, first_fault_step: int) -> float | None:
-    """When the run's safety phase began: the time of its first fault-schedule step."""
+    """When the run's safety phase began: the time of its first fault-schedule step (None when the
+    run's history is not on this machine: a minimizing task on another node then skips the cut)."""
+    if not (run_dir / "events").is_dir():
+        return None
     for row in read_kinds(run_dir / "events", ("step",), ("index",)):
         if row.get("index") == first_fault_step:
             return float(row["time_ms"])
