@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ from typing import Any
 import yaml
 
 from workloads.campaign.generate import RunPlan, count_runs, plan_campaign, plan_run, run_id
-from workloads.campaign.spec import VARIANT_KEY, Campaign, CampaignError
+from workloads.campaign.spec import VARIANT_KEY, Campaign, CampaignError, CampaignSpec
 from workloads.scenario.loading import Problem
 
 from .execute import Executor, result_or_error
@@ -47,20 +48,27 @@ DEFAULT_ROOT = Path("campaigns")
 IDENTITY_KEYS = ("name", "seeds", "set", "matrix", "variants", "faults", "load")
 
 
+# What the report, the signatures and the minimizer read of a row: the rest (the summary's stats,
+# a traceback) stays in the log and results.parquet, so 100,000 finished runs stay small in memory.
+KEPT = ("run", "cell", "seed", "status", "violations", "signature", "replay", "first_violation_ms", "stats.acked", "stats.acked_lost")
+
+
 @dataclass
 class Progress:
-    """What the progress bar shows; `rows` holds every finished run's row (small: no history)."""
+    """What the progress bar shows; `rows` holds every finished run's row, cut to KEPT."""
 
     total: int
     rows: dict[str, dict[str, Any]] = field(default_factory=dict)
     resumed: int = 0  # runs the log already held at the start
+    failing: Counter = field(default_factory=Counter)  # signature -> runs, kept as rows arrive
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.rows[row["run"]] = {k: row.get(k) for k in KEPT}
+        if row["status"] != "ok":
+            self.failing[row["signature"]] += 1
 
     def failures_by_signature(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for row in self.rows.values():
-            if row["status"] != "ok":
-                counts[row["signature"]] = counts.get(row["signature"], 0) + 1
-        return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
+        return dict(self.failing.most_common())
 
 
 def default_out(campaign: Campaign) -> Path:
@@ -85,8 +93,6 @@ def prepare_out(campaign: Campaign, out: Path) -> None:
 
 
 def _differences(campaign: Campaign, out: Path) -> list[str]:
-    from workloads.campaign.spec import CampaignSpec
-
     try:
         old = CampaignSpec.model_validate(yaml.safe_load((out / CAMPAIGN_FILE).read_text())).model_dump()
     except Exception as exc:
@@ -127,7 +133,9 @@ def run_campaign(
     runs_dir = (out / "runs").resolve()
     remove_partial_runs(runs_dir)
     log_path = out / LOG_NAME
-    progress = Progress(count_runs(campaign), read_log(log_path))
+    progress = Progress(count_runs(campaign))
+    for row in read_log(log_path).values():
+        progress.add(row)
     progress.resumed = len(progress.rows)
     if on_start is not None:
         on_start(progress)
@@ -148,7 +156,7 @@ def run_campaign(
                 finished = in_flight.pop(future)
                 row = result_or_error(executor, future, finished, runs_dir)  # type: ignore[arg-type]
                 log.append(row)
-                progress.rows[row["run"]] = row
+                progress.add(row)
                 if on_row is not None:
                     on_row(progress, row)
     finally:

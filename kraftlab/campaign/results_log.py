@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 LOG_NAME = "results.jsonl"
+TAIL_CHUNK = 1 << 16
 LIST_COLUMNS = ("violations", "excused", "beyond_tolerance")  # list<string>, also when every list is empty
 PARQUET_NAME = "results.parquet"
 
@@ -47,13 +48,25 @@ class ResultsLog:
         self._file = path.open("ab")
 
     def _cut_torn_tail(self) -> None:
+        """Cut a torn last line, reading back from the end only as far as the last newline."""
         if not self.path.is_file():
             return
-        data = self.path.read_bytes()
-        if data and not data.endswith(b"\n"):
-            with self.path.open("r+b") as f:
-                f.truncate(data.rfind(b"\n") + 1)
-                os.fsync(f.fileno())
+        with self.path.open("r+b") as f:
+            end = f.seek(0, os.SEEK_END)
+            pos = end
+            while pos > 0:
+                start = max(0, pos - TAIL_CHUNK)
+                f.seek(start)
+                chunk = f.read(pos - start)
+                if pos == end and chunk.endswith(b"\n"):
+                    return  # the last line is whole
+                newline = chunk.rfind(b"\n")
+                if newline >= 0:
+                    pos = start + newline + 1
+                    break
+                pos = start
+            f.truncate(pos)
+            os.fsync(f.fileno())
 
     def append(self, row: dict[str, Any]) -> None:
         self._file.write(json.dumps(row, sort_keys=False, default=str).encode() + b"\n")

@@ -121,6 +121,20 @@ def test_a_torn_last_line_is_dropped_and_cut_before_the_next_append(tmp_path):
     assert list(read_log(path)) == ["c0-s0", "c0-s1"] and path.read_bytes().count(b"\n") == 2
 
 
+def test_a_torn_line_longer_than_the_tail_read_is_cut_whole(tmp_path):
+    from kraftlab.campaign.results_log import TAIL_CHUNK
+
+    path = tmp_path / LOG_NAME
+    log = ResultsLog(path)
+    log.append({"run": "c0-s0", "status": "ok"})
+    log.close()
+    whole = path.stat().st_size
+    with path.open("ab") as f:
+        f.write(b'{"run": "c0-s1", "pad": "' + b"x" * (2 * TAIL_CHUNK))  # torn, spanning several reads back
+    ResultsLog(path).close()
+    assert path.stat().st_size == whole and list(read_log(path)) == ["c0-s0"]
+
+
 def test_a_resumed_campaign_runs_only_what_is_missing(tmp_path):
     path, out = write(tmp_path, SMALL), tmp_path / "out"
     assert campaign_cli(path, "--out", out, "--parallel", "0").exit_code == 0

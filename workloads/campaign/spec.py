@@ -32,7 +32,7 @@ from workloads.scenario.loading import (
     _line_of,
     _message,
     _set_path,
-    parse_yaml,
+    read_yaml_file,
     resolve_in_library,
     resolve_source,
     validate,
@@ -214,14 +214,7 @@ def load_campaign(arg: str) -> Campaign:
     value is validated against the base scenario. Raises CampaignError naming file and key."""
     path = _resolve_campaign(arg)
     file = str(path)
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CampaignError(file, [Problem("", f"cannot read: {exc}")]) from None
-    try:
-        raw = parse_yaml(text, file)
-    except ScenarioError as exc:
-        raise CampaignError(file, exc.problems) from None
+    text, raw = read_yaml_file(path, CampaignError)
     if not isinstance(raw, dict):
         raise CampaignError(file, [Problem("", "expected a campaign mapping with at least `name` and `scenario`")])
     try:
@@ -230,8 +223,8 @@ def load_campaign(arg: str) -> Campaign:
         root = _compose(text)
         problems = [Problem(_campaign_loc(tuple(e["loc"]), raw), _campaign_message(e), _line_of(root, tuple(e["loc"]))) for e in exc.errors()]
         raise CampaignError(file, problems) from None
-    campaign = _with_base(spec, path, raw)
-    problems = _check_overrides(campaign, raw) + _check_expect(campaign.spec)
+    campaign = _with_base(spec, path)
+    problems = _check_overrides(campaign) + _check_expect(campaign.spec)
     if problems:
         raise CampaignError(file, problems)
     return campaign
@@ -268,13 +261,12 @@ def _campaign_message(err: dict) -> str:
     return _message(err)
 
 
-def _with_base(spec: CampaignSpec, path: Path, raw: dict) -> Campaign:
+def _with_base(spec: CampaignSpec, path: Path) -> Campaign:
     """The base scenario, found relative to the campaign file first (then as a path or a library name)."""
     candidate = (path.parent / spec.scenario) if not Path(spec.scenario).is_absolute() else Path(spec.scenario)
     try:
         base_path = candidate if candidate.is_file() else resolve_source(spec.scenario)
-        base_text = base_path.read_text()
-        base_raw = parse_yaml(base_text, str(base_path))
+        base_text, base_raw = read_yaml_file(base_path)
         validate(base_raw, str(base_path), base_text)
     except ScenarioError as exc:
         detail = "; ".join(str(p) for p in exc.problems)
@@ -282,7 +274,7 @@ def _with_base(spec: CampaignSpec, path: Path, raw: dict) -> Campaign:
     return Campaign(spec, path, base_path, base_raw, base_text)
 
 
-def _check_overrides(campaign: Campaign, raw: dict) -> list[Problem]:
+def _check_overrides(campaign: Campaign) -> list[Problem]:
     """Each matrix value and each variant, applied alone to the base scenario, must give a valid
     scenario: the error names the campaign key and what the scenario schema expected."""
     problems: list[Problem] = []

@@ -251,15 +251,24 @@ def _dedupe(problems: list[Problem]) -> list[Problem]:
     return out
 
 
-def load_scenario(arg: str, overrides: Iterable[str] = (), *, seed: int | None = None, runtime: str | None = None) -> tuple[Scenario, Path]:
-    """Read, override and validate a scenario given as a path or a library name."""
-    path = resolve_source(arg)
+def read_yaml_file(path: Path, error: type[ScenarioError] = ScenarioError) -> tuple[str, Any]:
+    """A file's text and its parsed YAML; unreadable or bad YAML raises `error` naming the file."""
     file = str(path)
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
-        raise ScenarioError(file, [Problem("", f"cannot read: {exc}")]) from None
-    raw = parse_yaml(text, file)
+        raise error(file, [Problem("", f"cannot read: {exc}")]) from None
+    try:
+        return text, parse_yaml(text, file)
+    except ScenarioError as exc:
+        raise error(file, exc.problems) from None
+
+
+def load_scenario(arg: str, overrides: Iterable[str] = (), *, seed: int | None = None, runtime: str | None = None) -> tuple[Scenario, Path]:
+    """Read, override and validate a scenario given as a path or a library name."""
+    path = resolve_source(arg)
+    file = str(path)
+    text, raw = read_yaml_file(path)
     if raw is None:
         raise ScenarioError(file, [Problem("", "the file is empty; expected a scenario mapping with at least `name`")])
     if isinstance(raw, dict):
