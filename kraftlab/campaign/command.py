@@ -18,8 +18,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from workloads.campaign.generate import count_runs, plan_run
-from workloads.campaign.spec import Campaign
+from workloads.campaign.generate import count_runs
+from workloads.campaign.spec import Campaign, Cell
 
 from . import orchestrate
 from .execute import InProcess, OnRay
@@ -28,13 +28,18 @@ from .outcome import safe_name
 from .report import cell_reports, check_expect, signatures
 
 
+def runtime_of(campaign: Campaign, cell: Cell) -> str:
+    """A cell's runtime (the seed draws faults and load, not the runtime)."""
+    return campaign.base_with(cell.overrides()).get("runtime", "sim")
+
+
 def execute_campaign(campaign: Campaign, out: Path, *, parallel: int | None, address: str | None, console: Console,
                      minimize_budget: int = DEFAULT_BUDGET) -> dict[str, Any]:
     """Run what is missing, minimize each new failure signature, write summary.json; return it."""
     total = count_runs(campaign)
     console.print(f"[bold]{campaign.spec.name}[/]: {len(campaign.spec.cells())} cells × {len(campaign.spec.seed_list())} seeds = "
                   f"{total:,} runs  →  {out}", highlight=False)
-    runtimes = {plan_run(campaign, cell, campaign.spec.seed_list()[0]).raw.get("runtime", "sim") for cell in campaign.spec.cells()}
+    runtimes = {runtime_of(campaign, cell) for cell in campaign.spec.cells()}
 
     def make_executor(runs_dir: Path):
         if parallel == 0:
@@ -86,7 +91,7 @@ def minimize_signatures(campaign: Campaign, out: Path, rows: dict[str, dict[str,
             found[sig] = json.loads((directory / "minimize.json").read_text())
             continue
         first = min((r for r in rows.values() if r["signature"] == sig), key=lambda r: (r["cell"], r["seed"]))
-        if plan_run(campaign, cells[first["cell"]], first["seed"]).raw.get("runtime", "sim") == "sim":
+        if runtime_of(campaign, cells[first["cell"]]) == "sim":
             jobs.append((sig, directory, (campaign, cells[first["cell"]], first["seed"], first, (out / "runs" / first["run"]).resolve(), budget)))
     if not jobs:
         return found
