@@ -26,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from actors.runtime.gc_tuning import tune_for_event_streams  # noqa: E402
 from actors.runtime.ray.cluster import RayCluster  # noqa: E402
 from observability.history import HistoryWriter  # noqa: E402
 from workloads.drivers import ray_cluster  # noqa: E402
@@ -80,6 +81,7 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, nargs="+", default=[10, 100, 1000])
     parser.add_argument("--seconds", type=float, default=20.0)
     args = parser.parse_args()
+    tune_for_event_streams()  # as `kraftlab run` does (the node actors do it themselves)
     print("3 brokers, 3 voters, RF 3, page cache; 2 producers, 2,000 records/s acks=all; the driver's CPU as a share of one core")
     print(f"{'partitions':>10} {'rows/s':>8} {'observing':>10} {'not observing':>14} {'cost':>7} {'acked':>8}  violations")
     for p in args.partitions:

@@ -23,6 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from actors.runtime.gc_tuning import tune_for_event_streams
 from observability.history import HistoryWriter
 from observability.metrics.openmetrics import SIM_EPOCH_S, recorder_for
 from workloads.drivers import sim_cluster
@@ -95,7 +96,10 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, nargs="+", default=[10, 100, 1000, 10000])
     parser.add_argument("--warmup-ms", type=float, default=5_000)
     parser.add_argument("--after-ms", type=float, default=5_000)
+    parser.add_argument("--default-gc", action="store_true", help="Keep CPython's default GC thresholds (kraftlab's commands raise them).")
     args = parser.parse_args()
+    if not args.default_gc:
+        tune_for_event_streams()  # as `kraftlab run` does
     print("6 brokers, 3 voters, RF 3, MinISR 2, page cache; 2 producers, 2,000 records/s acks=all; "
           "an OS crash of broker 1, failover, restart; every invariant checked, history written")
     print(f"{'partitions':>10} {'sim s':>7} {'wall s':>8} {'x real time':>11} {'rows':>10} {'rows/s':>8} "

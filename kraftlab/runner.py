@@ -32,6 +32,7 @@ from typing import Any
 
 import yaml
 
+from actors.runtime.gc_tuning import tune_for_event_streams
 from observability.availability import AvailabilityTracker
 from observability.metrics.openmetrics import SIM_EPOCH_S, recorder_for
 from observability.metrics.serve import LockedSink, serve
@@ -92,6 +93,7 @@ def run_scenario(
     `address`: the Ray cluster to join for `runtime: ray` (default RAY_ADDRESS, else embedded).
     `metrics_port`: also serve the metrics live on http://metrics_host:metrics_port/metrics while
     the run goes (its URL is passed to `on_metrics_url`)."""
+    tune_for_event_streams()
     final_dir = Path(out_dir) if out_dir is not None else default_run_dir(scenario)
     if final_dir.exists() and any(final_dir.iterdir()):
         raise RunSetupError(f"--out {final_dir}: the folder exists and is not empty")

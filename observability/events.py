@@ -846,6 +846,15 @@ class LoadFinished(NamedTuple):
     generated: int
 
 
+@event("load_throttled")
+class LoadThrottled(NamedTuple):
+    """Records of a producer's load that came due while its generator was blocked on a full
+    buffer (buffer.memory): never offered, so no `produce_send` (producer-perf-test's throttling).
+    One row per load tick that throttled any."""
+
+    count: int
+
+
 # --- the driver (node "driver"): steps, checks, bring-up ------------------------------------------
 
 

@@ -137,6 +137,7 @@ class ProducerRecords:
     acked_batches: list[AckedBatch] = field(default_factory=list)
     load_started_ms: float | None = None
     load_finished_ms: float | None = None
+    throttled: int = 0  # load records never offered: the generator was blocked on a full buffer
 
 
 class ClusterProjection:
@@ -190,6 +191,7 @@ class ClusterProjection:
             "produce_ack": self._on_produce_ack,
             "load_started": self._on_load_started,
             "load_finished": self._on_load_finished,
+            "load_throttled": self._on_load_throttled,
             "consume": self._on_consume,
             "consume_done": self._on_consume_done,
             "list_offsets_answer": self._on_list_offsets_answer,
@@ -381,6 +383,9 @@ class ClusterProjection:
     def _on_load_finished(self, rec: EventRecord) -> None:
         self._producer(rec.node).load_finished_ms = rec.time_ms
 
+    def _on_load_throttled(self, rec: EventRecord) -> None:
+        self._producer(rec.node).throttled += rec.event.count
+
     def _on_consume(self, rec: EventRecord) -> None:
         ev = rec.event
         n = len(ev.sequences)
@@ -518,8 +523,9 @@ class ClusterProjection:
         return acked, settled - acked, errors
 
     def load_stats(self) -> dict[str, float] | None:
-        """What the background load achieved: records acknowledged and failed by the load's
-        producers, and acknowledged records per second of load (start to end, or to now)."""
+        """What the background load achieved: records offered (came due by the load's rate),
+        throttled (never offered: the producer's buffer was full), sent, acknowledged and failed by
+        the load's producers, and acknowledged records per second of load (start to end, or to now)."""
         now = self.now_ms
         loads = [p for p in self.producers.values() if p.load_started_ms is not None]
         if not loads:
@@ -528,8 +534,10 @@ class ClusterProjection:
         end = max(now if p.load_finished_ms is None else p.load_finished_ms for p in loads)
         duration_ms = max(end - start, 1.0)
         acked = sum(p.acked for p in loads)
-        return {"acked": acked, "failed": sum(p.failed for p in loads), "duration_ms": round(duration_ms, 1),
-                "acked_per_s": round(acked * 1000.0 / duration_ms, 1)}
+        sent = sum(len(p.outcomes) for p in loads)
+        throttled = sum(p.throttled for p in loads)
+        return {"offered": sent + throttled, "throttled": throttled, "sent": sent, "acked": acked, "failed": sum(p.failed for p in loads),
+                "duration_ms": round(duration_ms, 1), "acked_per_s": round(acked * 1000.0 / duration_ms, 1)}
 
 
 _COUNTERS: dict[str, Callable[[ClusterProjection], Any]] = {

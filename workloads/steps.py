@@ -149,7 +149,8 @@ def protocol_command(kind: str, args: Any) -> api.ProtocolCommand:
             return api.Consume(args.topic, args.partition, args.from_offset, args.expect_count, expect_values, args.timeout_ms)
         case "load":
             topics = None if args.topics is None else list(args.topics)
-            return api.Load(args.producers, args.consumers, args.rate_per_s, args.message_bytes, args.acks, topics, args.duration_ms, args.idempotence())
+            return api.Load(args.producers, args.consumers, args.rate_per_s, args.message_bytes, args.acks, topics, args.duration_ms, args.idempotence(),
+                            args.config.buffer_memory, args.config.max_block_ms, args.config.delivery_timeout_ms)
         case "list_offsets":
             topic, p = split_partition_ref(args.partition)
             expected = args.expect

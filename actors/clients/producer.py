@@ -47,7 +47,7 @@ from actors.replication.messages import (
     ProduceResponses,
     coalesce,
 )
-from observability.events import LoadFinished, LoadStarted, ProduceAck, ProduceAttempt, ProduceRetry, ProduceSend
+from observability.events import LoadFinished, LoadStarted, LoadThrottled, ProduceAck, ProduceAttempt, ProduceRetry, ProduceSend
 from storage.partition_log import NO_PRODUCER, RecordBatch
 
 from observability.latency import LatencyHistogram
@@ -144,13 +144,30 @@ class LoadPlan:
     start_ms: float
     until_ms: float | None
     idempotent: bool = False  # enable.idempotence (the load step's, resolved)
-    generated: int = 0
+    generated: int = 0  # records that came due (offered): sent, blocked or throttled
     command_id: int = -1
     buffer_records: int = 0
+    # Backpressure (rate-limited load): the buffer's size in bytes (buffer.memory), how long the
+    # generator's send() may block for space (max.block.ms), and the delivery timeout counted from
+    # a record's entry into the buffer (delivery.timeout.ms).
+    buffer_memory: int = 33_554_432
+    max_block_ms: float = 60_000.0
+    delivery_timeout_ms: float = 30_000.0
+    # The record whose send() is blocked on a full buffer (already in the history as sent), and
+    # since when; None while the generator runs free. Records that come due meanwhile are not
+    # offered to the producer: `throttled` counts them.
+    blocked: tuple[tuple[str, int], PendingRecord] | None = None  # (its partition, the record)
+    blocked_since_ms: float = 0.0
+    throttled: int = 0
 
 
 LOAD_TICK_MS = 10  # records due are queued every 10 ms (a linger.ms-like batching window)
 LOAD_DELIVERY_TIMEOUT_MS = 30_000
+# What a record takes of the producer's buffer beyond its value: its key, headers and varint
+# framing, and its share of a batch header (Kafka's DefaultRecord and RecordBatch, 61-byte header).
+# Kafka's pool hands out whole batch.size buffers; counting record bytes is kraftlab's simplification.
+RECORD_OVERHEAD_BYTES = 70
+MAX_BLOCK_TIMEOUT = "MAX_BLOCK_TIMEOUT"  # Kafka: "Failed to allocate memory within the configured max blocking time"
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +204,9 @@ class ProducerNode:
         self.sendable: dict[tuple[str, int], None] = {}
         self.retrying: dict[tuple[str, int], None] = {}  # in-flight batches waiting to be sent again
         self.queued_records = 0  # in all queues
+        # Bytes of the records queued or in flight (what buffer.memory bounds): a record counts from
+        # its entry into a queue until its outcome (`_acked`, `_failed`).
+        self.buffered_bytes = 0
         # Each partition's next deadline (a batch's retry, request timeout or delivery timeout, or
         # its oldest queued record's), in a heap: `scheduled` holds each partition's live entry,
         # never later than its deadline (it moves earlier only through `_schedule`).
@@ -226,6 +246,7 @@ class ProducerNode:
         q = self._queue((cmd.topic, cmd.partition))
         for i, v in enumerate(cmd.values):
             q.append(PendingRecord(cmd.command_id, first + i, v, cmd.acks, cmd.idempotent, now_ms + cmd.timeout_ms, now_ms))
+            self.buffered_bytes += len(v) + RECORD_OVERHEAD_BYTES
         self._queued((cmd.topic, cmd.partition), now_ms + cmd.timeout_ms, len(cmd.values))
         out.emit(ProduceSend(self.node_id, cmd.topic, cmd.partition, ACKS_NAMES[cmd.acks], tuple(range(first, first + len(cmd.values)))))
         self._send_ready(now_ms, out)
@@ -241,6 +262,9 @@ class ProducerNode:
         until_ms: float | None,
         buffer_records: int = 0,
         idempotent: bool = False,
+        buffer_memory: int = 33_554_432,
+        max_block_ms: float = 60_000.0,
+        delivery_timeout_ms: float = LOAD_DELIVERY_TIMEOUT_MS,
     ) -> Output:
         """A local call: start open-loop load (the scenario `load` step), or unthrottled load
         (`rate_per_s` None, at most `buffer_records` outstanding; for benchmarks). `idempotent`:
@@ -250,9 +274,10 @@ class ProducerNode:
             raise ValueError("unthrottled load needs a positive buffer_records")
         if idempotent and acks != -1:
             raise ValueError("an idempotent producer needs acks=all")
-        plan = LoadPlan(list(partitions), rate_per_s, message_bytes, acks, now_ms, until_ms, idempotent, command_id=-1 - len(self.commands), buffer_records=buffer_records)
+        plan = LoadPlan(list(partitions), rate_per_s, message_bytes, acks, now_ms, until_ms, idempotent, command_id=-1 - len(self.commands), buffer_records=buffer_records,
+                        buffer_memory=buffer_memory, max_block_ms=max_block_ms, delivery_timeout_ms=delivery_timeout_ms)
         self.load = self.last_load = plan
-        self.commands[plan.command_id] = CommandProgress(ProduceCommand(plan.command_id, "", 0, (), acks, idempotent, LOAD_DELIVERY_TIMEOUT_MS))
+        self.commands[plan.command_id] = CommandProgress(ProduceCommand(plan.command_id, "", 0, (), acks, idempotent, delivery_timeout_ms))
         out.emit(LoadStarted(rate_per_s, len(partitions), ACKS_NAMES[acks]))
         self._generate(now_ms, out)
         return self._finish(out)
@@ -267,28 +292,71 @@ class ProducerNode:
             due = plan.buffer_records - outstanding if plan.until_ms is None or now_ms < plan.until_ms else 0
         else:
             due = int((end - plan.start_ms) * plan.rate_per_s / 1000.0) + 1 - plan.generated
+            if plan.blocked is not None:
+                self._unblock(plan, now_ms, False, out)
         pad = "x" * max(0, plan.message_bytes - 16)
+        bounded = plan.rate_per_s is not None  # unthrottled load bounds itself (`buffer_records`)
+        deadline = now_ms + plan.delivery_timeout_ms
         handed: dict[tuple[str, int], list[int]] = {}
-        for _ in range(max(due, 0)):
+        queued: dict[tuple[str, int], int] = {}
+        throttled = 0
+        for i in range(max(due, 0)):
+            if plan.blocked is not None:
+                # The generator is blocked in send(): the rest of what is due is not offered.
+                throttled = due - i
+                plan.generated += throttled
+                break
             n = plan.generated
             plan.generated += 1
             key = plan.partitions[n % len(plan.partitions)]
             value = f"{self.producer_id}-{n}-{pad}"[: max(plan.message_bytes, 8)]
             sequence = self.next_sequence
             self.next_sequence += 1
-            self._queue(key).append(PendingRecord(plan.command_id, sequence, value, plan.acks, plan.idempotent, now_ms + LOAD_DELIVERY_TIMEOUT_MS, now_ms))
+            record = PendingRecord(plan.command_id, sequence, value, plan.acks, plan.idempotent, deadline, now_ms)
             handed.setdefault(key, []).append(sequence)
-        for key, sequences in handed.items():
-            self._queued(key, now_ms + LOAD_DELIVERY_TIMEOUT_MS, len(sequences))
+            size = len(value) + RECORD_OVERHEAD_BYTES  # as `_release` gives it back
+            if bounded and self.buffered_bytes + size > plan.buffer_memory:
+                # buffer.memory is full: send() blocks on this record (invoked, so it is in the
+                # history) until there is room or max.block.ms has passed (`_unblock`).
+                plan.blocked, plan.blocked_since_ms = (key, record), now_ms
+                continue
+            self._queue(key).append(record)
+            self.buffered_bytes += size
+            queued[key] = queued.get(key, 0) + 1
+        for key, count in queued.items():
+            self._queued(key, deadline, count)
         acks = ACKS_NAMES[plan.acks]
         for (topic, partition), sequences in handed.items():
             out.emit(ProduceSend(self.node_id, topic, partition, acks, tuple(sequences)))
+        if throttled:
+            plan.throttled += throttled
+            out.emit(LoadThrottled(throttled))
         if plan.until_ms is not None and now_ms >= plan.until_ms:
-            self.stop_load(out)
+            self.stop_load(now_ms, out)
 
-    def stop_load(self, out: Output) -> None:
+    def _unblock(self, plan: LoadPlan, now_ms: float, stopping: bool, out: Output) -> None:
+        """The blocked send() returns: its record enters the buffer if there is room now (or the
+        load is stopping: the buffer then holds one record beyond its size), or fails, never
+        written, once it has waited max.block.ms."""
+        key, r = plan.blocked
+        size = len(r.value) + RECORD_OVERHEAD_BYTES
+        if stopping or self.buffered_bytes + size <= plan.buffer_memory:
+            deadline = now_ms + plan.delivery_timeout_ms
+            self._queue(key).append(replace(r, deadline_ms=deadline))
+            self.buffered_bytes += size
+            self._queued(key, deadline, 1)
+        elif now_ms >= plan.blocked_since_ms + plan.max_block_ms:
+            self.buffered_bytes += size  # `_failed` gives back what each record took
+            self._failed(key, [r], MAX_BLOCK_TIMEOUT, now_ms, out, False)
+        else:
+            return
+        plan.blocked = None
+
+    def stop_load(self, now_ms: float, out: Output) -> None:
         """No more records from the background load (its duration is over, or the run is)."""
         if self.load is not None:
+            if self.load.blocked is not None:
+                self._unblock(self.load, now_ms, True, out)
             out.emit(LoadFinished(self.load.generated))
             self.load = None
 
@@ -298,8 +366,11 @@ class ProducerNode:
         if isinstance(p, ProduceResponses) or isinstance(p, ProduceResponse):
             for part in p.parts if isinstance(p, ProduceResponses) else (p,):
                 self._on_produce_response(part, now_ms, out)
-            if self.load is not None and self.load.rate_per_s is None:
+            load = self.load
+            if load is not None and load.rate_per_s is None:
                 self._generate(now_ms, out)  # unthrottled: refill the buffer at once
+            elif load is not None and load.blocked is not None:
+                self._unblock(load, now_ms, False, out)  # a blocked send() returns once there is room
         elif isinstance(p, MetadataResponse):
             self._on_metadata(p, now_ms, out)
         self._send_ready(now_ms, out)
@@ -610,7 +681,7 @@ class ProducerNode:
         outcome now ("info" if an attempt may have been appended, else "fail"), so that the
         history has one `produce_ack` for each `produce_send`."""
         out = Output()
-        self.stop_load(out)
+        self.stop_load(now_ms, out)
         for key, b in list(self.in_flight.items()):
             self._drop_in_flight(key)
             awaiting_answer = b.retry_at_ms is None and b.attempts > 0
@@ -627,6 +698,7 @@ class ProducerNode:
     def _acked(self, key, b: InFlightBatch, base_offset: int, now_ms: float, out: Output) -> None:
         topic, partition = key
         self.acked += len(b.records)
+        self._release(b.records)
         self.acked_batches.append(AckedBatch(topic, partition, base_offset, b.batch.count, b.batch.crc, b.acks))
         # Records of a batch mostly share their command and hand-over time (load makes them in
         # 10 ms rounds): one update per run of equal values, not per record (the load hot path).
@@ -639,8 +711,13 @@ class ProducerNode:
             tuple(now_ms - r.created_ms for r in b.records), None if b.acks == 0 else base_offset, b.batch.crc,
         ))
 
+    def _release(self, records: list[PendingRecord]) -> None:
+        """Records settled: their bytes leave the buffer."""
+        self.buffered_bytes -= sum(len(r.value) for r in records) + RECORD_OVERHEAD_BYTES * len(records)
+
     def _failed(self, key, records: list[PendingRecord], error: str, now_ms: float, out: Output, maybe_written: bool) -> None:
         self.failed += len(records)
+        self._release(records)
         for r in records:
             p = self.commands[r.command_id]
             p.failed += 1

@@ -92,6 +92,9 @@ class Load:
     topics: list[str] | None  # None: every topic
     duration_ms: float | None  # None: until the end
     idempotent: bool  # the load producers' enable.idempotence (resolved: never None)
+    buffer_memory: int = 33_554_432  # bytes a producer may hold (records waiting or in flight)
+    max_block_ms: float = 60_000.0  # how long the generator's send() waits for buffer space
+    delivery_timeout_ms: float = 30_000.0  # from a record's entry into the buffer
 
 
 @dataclass(frozen=True)

@@ -112,7 +112,9 @@ class Clients:
             name = f"load-producer-{len(self.producers)}"
             self._add_producer(name)
             rate = args.rate_per_s / args.producers
-            cluster.invoke(name, lambda role, now, rate=rate: role.start_load(partitions, rate, args.message_bytes, ACKS[args.acks], now, until, idempotent=args.idempotent))
+            cluster.invoke(name, lambda role, now, rate=rate: role.start_load(
+                partitions, rate, args.message_bytes, ACKS[args.acks], now, until, idempotent=args.idempotent,
+                buffer_memory=args.buffer_memory, max_block_ms=args.max_block_ms, delivery_timeout_ms=args.delivery_timeout_ms))
         for i in range(args.consumers):
             name = f"load-consumer-{len(self.consumers)}"
             self._add_consumer(name)

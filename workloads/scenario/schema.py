@@ -397,6 +397,19 @@ class ConsumeArgs(Strict):
     timeout_ms: PositiveInt = 10_000
 
 
+class LoadProducerConfig(Strict):
+    """The load producers' settings under Kafka's producer config names. The buffer bounds what a
+    producer holds (records waiting or in flight, in bytes): when it is full, the load generator's
+    `send()` blocks, for at most `max.block.ms` (then that record fails, never written), and the
+    records that come due meanwhile are not offered: they are counted as throttled."""
+
+    buffer_memory: PositiveInt = Field(33_554_432, alias="buffer.memory")  # Kafka's default, 32 MiB
+    max_block_ms: NonNegativeInt = Field(60_000, alias="max.block.ms")  # Kafka's default
+    # Kafka's default is 120,000; kraftlab's load has used 30,000 since its first version (a run's
+    # records settle sooner); it counts from when a record enters the buffer.
+    delivery_timeout_ms: PositiveInt = Field(30_000, alias="delivery.timeout.ms")
+
+
 class LoadArgs(Strict):
     producers: PositiveInt = 1
     consumers: NonNegativeInt = 0
@@ -422,6 +435,11 @@ class LoadArgs(Strict):
                 f"`idempotent: true` needs `acks: all` (got acks {acks}; Kafka: Must set acks to all in order to use the idempotent producer)"
             )
         return v
+
+    config: LoadProducerConfig = Field(
+        default_factory=LoadProducerConfig,
+        description="the load producers' buffer.memory (bytes), max.block.ms and delivery.timeout.ms",
+    )
 
     def idempotence(self) -> bool:
         """Whether the load producers are idempotent: `idempotent` if given, else acks=all."""

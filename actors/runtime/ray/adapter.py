@@ -22,6 +22,7 @@ import ray
 from ray.exceptions import RayActorError
 
 from actors.contract import Envelope
+from actors.runtime.gc_tuning import tune_for_event_streams
 from actors.runtime.network import NetworkFaults
 from actors.survivors import survivors
 from storage.modes import CrashKind, StorageMode
@@ -213,6 +214,7 @@ class NodeActor:
     """One broker, controller voter or client: a thin shell around `NodeProcess`."""
 
     def __init__(self, name: str, spec: RoleSpec, directory: str, mode: str, epoch_s: float, seed: int, incarnation: int) -> None:
+        tune_for_event_streams()  # this process carries the node's messages and events
         self.name = name
         self.peers: dict[str, Any] = {}
         files = file_store.NodeFiles(Path(directory), StorageMode(mode), dirty_expire_ms=spec.dirty_expire_ms)
