@@ -13,7 +13,7 @@ in this process with `--parallel 0`), then prints:
   the difference is scheduling, Ray and the driver);
 - where one run's time goes (`--profile`: cProfile of one run in this process, by module).
 
-    python bench/campaign_rate.py [--seeds 20] [--parallel N] [--profile]
+    python bench/campaign_rate.py [--seeds 20] [--parallel N] [--profile] [--address RAY_ADDRESS]
 """
 
 from __future__ import annotations
@@ -72,6 +72,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--parallel", type=int, default=None)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--address", default=None, help="A Ray cluster to run on (e.g. a fake multi-node cluster); default: the embedded local Ray.")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="kraftlab-bench-campaign-") as tmp:
         work = Path(tmp)
@@ -80,7 +81,7 @@ def main() -> None:
         campaign = load_campaign(str(campaign_file))
         console = Console(stderr=True)
         started = time.perf_counter()
-        summary = execute_campaign(campaign, work / "out", parallel=args.parallel, address=None, console=console, minimize_budget=0)
+        summary = execute_campaign(campaign, work / "out", parallel=args.parallel, address=args.address, console=console, minimize_budget=0)
         wall = time.perf_counter() - started
         rows = [yaml.safe_load(line) for line in (work / "out" / "results.jsonl").read_text().splitlines()]
         sim_s = sum(r.get("stats.sim_ms") or 0 for r in rows) / 1000

@@ -238,8 +238,12 @@ class PartitionChecks:
 
     def _advance_true_hwm(self, key: Key, leaders) -> None:
         best = self.true_hwm.get(key, 0)
+        # After an unclean election the log starts over from its leader (`_rebase`): a replica
+        # still leading an older epoch (cut off, it has not heard of the election) holds the old
+        # history, and its local HWM says nothing of the new log's commits.
+        since = self._rebased_epoch.get(key, -1)
         for _, r in leaders:
-            if r.hwm > best:
+            if r.hwm > best and r.leader_epoch >= since:
                 committed = self.committed.setdefault(key, [])
                 covered = committed[-1][0] + committed[-1][1] if committed else 0
                 log = r.log
