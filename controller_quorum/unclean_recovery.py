@@ -140,8 +140,17 @@ class UncleanRecovery:
             if normalize_strategy(self.strategy) == LAST_KNOWN_LEADER:
                 continue
             for b in inq.candidates:
-                if b in inq.answers or not _active(brokers, b):
+                if not _active(brokers, b):
                     continue
+                answer = inq.answers.get(b)
+                if answer is not None:
+                    if answer.broker_epoch == brokers[b].epoch:
+                        continue
+                    # An answer from another session of the broker (it restarted, or answered
+                    # before it registered again): it does not count (`choose_leader`), so ask the
+                    # session registered now, at once.
+                    del inq.answers[b]
+                    inq.asked_ms.pop(b, None)
                 if now_ms >= inq.asked_ms.get(b, -1e18) + QUERY_RETRY_MS:
                     self.next_request_id += 1
                     inq.asked_ms[b] = now_ms

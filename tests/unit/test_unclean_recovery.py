@@ -6,7 +6,9 @@ import pytest
 
 from controller_quorum.metadata import RECOVERING, BrokerRegistration, PartitionRecord
 from controller_quorum.unclean_recovery import (
+    Inquiry,
     LogInfo,
+    UncleanRecovery,
     choose_leader,
     normalize_strategy,
     plan_recovery,
@@ -62,6 +64,25 @@ def test_balanced_prefers_the_later_epoch_over_the_longer_log():
 def test_an_answer_from_an_ended_broker_session_does_not_count():
     stale = {1: LogInfo(1, 5, 3, 99), **logs(b2=(3, 10))}  # b1 answered with epoch 5, registered as 11
     assert choose_leader((1, 2), stale, brokers(), "balanced", window_over=True) is None
+
+
+def test_a_candidate_whose_answer_is_from_an_ended_session_is_asked_again():
+    """Found by the switches-kip-903 campaign (seed 1): a broker answered the inquiry from a session
+    that then ended (it crashed, or answered before registering again); once it registers, the
+    inquiry must ask its new session, or balanced recovery waits forever for an answer that counts."""
+    recovery = UncleanRecovery("balanced")
+    inq = recovery.inquiries[("t", 0)] = Inquiry(7, (1, 2), started_ms=0.0)
+    first = {(key, b) for key, b, _ in recovery.to_ask(0.0, brokers())}
+    assert first == {(("t", 0), 1), (("t", 0), 2)}
+    inq.answers |= logs(b1=(3, 40), b2=(3, 55))
+    assert recovery.to_ask(10.0, brokers()) == []  # both answered from their current sessions
+    now = brokers() | {2: BrokerRegistration(2, 99, None, False)}  # b2 registered again
+    assert choose_leader((1, 2), inq.answers, now, "balanced", window_over=True) is None
+    asked = recovery.to_ask(20.0, now)  # at once, not QUERY_RETRY_MS after the first ask
+    assert [(key, b) for key, b, _ in asked] == [(("t", 0), 2)]
+    assert 2 not in inq.answers
+    inq.answers[2] = LogInfo(2, 99, 3, 20)  # the new session's answer (its log lost a suffix)
+    assert choose_leader((1, 2), inq.answers, now, "balanced", window_over=True) == 1
 
 
 def test_a_fenced_candidate_is_not_elected():
