@@ -22,6 +22,7 @@ says what is missing. Both sshd are left running (pid files /run/sshd-kraftlab-r
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import pwd
@@ -199,9 +200,25 @@ NODES_PY = ("import json, ray; ray.init(address='auto', logging_level='ERROR'); 
 
 
 def alive_nodes(config: Path, autoscaler: str) -> list[list[str]]:
-    done, _ = ray("exec", str(config), f'python -c "{NODES_PY}"', autoscaler=autoscaler, timeout=120)
+    done, _ = ray("exec", str(config), on_python(NODES_PY), autoscaler=autoscaler, timeout=120)
     match = re.search(r"^NODES (.*)$", done.stdout, re.M)
     return json.loads(match.group(1)) if done.returncode == 0 and match else []
+
+
+PROMETHEUS_PY = """
+import json, urllib.parse, urllib.request
+base = "http://127.0.0.1:9090"
+ready = urllib.request.urlopen(base + "/-/ready").status
+tsdb = json.load(urllib.request.urlopen(base + "/api/v1/status/flags"))["data"]["storage.tsdb.path"]
+query = 'max(max_over_time(kraftlab_records_total{job="kraftlab", outcome="ok"}[WINDOWs]))'
+result = json.load(urllib.request.urlopen(base + "/api/v1/query?query=" + urllib.parse.quote(query)))["data"]["result"]
+print("PROMETHEUS", json.dumps([ready, tsdb, [r["value"][1] for r in result]]))
+"""
+
+
+def on_python(source: str) -> str:
+    """A shell command running `source` with the head's python (no quoting to get through)."""
+    return f"python -c \"import base64; exec(base64.b64decode('{base64.b64encode(source.encode()).decode()}'))\""
 
 
 @pytest.fixture(scope="module")
@@ -221,6 +238,7 @@ def test_ray_up_local_over_ssh(wheel, tmp_path, autoscaler):
 
     def on_head(command: str, timeout: float = 900) -> tuple[subprocess.CompletedProcess, float]:
         return ray("exec", str(config), command, autoscaler=autoscaler, timeout=timeout)
+
     leftover = user_processes()
     assert not leftover, f"{USER} already runs processes (an earlier cluster? `ray down -y {config}`): {leftover}"
     timings: dict[str, float] = {}
@@ -240,6 +258,7 @@ def test_ray_up_local_over_ssh(wheel, tmp_path, autoscaler):
         log(f"alive Ray nodes {time.monotonic() - start:.1f} s after ray up: {nodes}")
         assert sorted(address for _, address in nodes) == [HEAD, WORKER], nodes
 
+        run_began = time.monotonic()
         run, timings["ray exec kraftlab run"] = on_head(
             f"rm -rf {RUN} && kraftlab run {SCENARIO} --runtime ray --address auto --metrics-port 9400 --out {RUN}")
         log(f"ray exec kraftlab run {SCENARIO}: exit {run.returncode} in {timings['ray exec kraftlab run']:.1f} s")
@@ -263,14 +282,17 @@ def test_ray_up_local_over_ssh(wheel, tmp_path, autoscaler):
         brokers = {name: node for name, node in placement.items() if re.fullmatch(r"b\d+", name)}
         assert set(brokers.values()) == node_ids, f"brokers not on both nodes: {placement}"
 
-        # The head's Prometheus (node.sh start-monitoring), this user's and no other one on :9090.
-        prom, _ = on_head("python -c \"import json, urllib.request; "
-                                  "print('READY', urllib.request.urlopen('http://127.0.0.1:9090/-/ready').status); "
-                                  "print('FLAGS', json.load(urllib.request.urlopen('http://127.0.0.1:9090/api/v1/status/flags'))['data']['storage.tsdb.path'])\"",
-                          timeout=60)
-        log("prometheus on the head: " + " ".join(re.findall(r"^(?:READY|FLAGS) .*$", prom.stdout, re.M)))
-        assert prom.returncode == 0 and re.search(r"^READY 200", prom.stdout, re.M), tail(prom)
-        assert re.search(rf"^FLAGS {re.escape(str(user_home() / 'prometheus-data'))}\s*$", prom.stdout, re.M), tail(prom)
+        # The head's Prometheus (node.sh start-monitoring): ready, this user's (no other one on
+        # :9090), and it scraped the run's live series (`--metrics-port 9400`) while it ran.
+        # (Only since the run began: the TSDB in the user's home keeps earlier runs' samples.)
+        window = int(time.monotonic() - run_began) + 1
+        prom, _ = on_head(on_python(PROMETHEUS_PY.replace("WINDOW", str(window))), timeout=60)
+        answer = re.search(r"^PROMETHEUS (.*)$", prom.stdout, re.M)
+        assert prom.returncode == 0 and answer, tail(prom)
+        ready, tsdb, acked = json.loads(answer.group(1))
+        log(f"prometheus on the head: ready {ready}, tsdb {tsdb}, most kraftlab_records_total{{outcome=ok}} scraped {acked}")
+        assert ready == 200 and tsdb == str(user_home() / "prometheus-data")
+        assert acked == [str(summary["stats"]["acked"])], (acked, summary["stats"])
 
         # The same two Ray nodes a minute or more later: the autoscaler did not restart Ray on the
         # worker (it does when no heartbeat comes under the worker's listed address).
