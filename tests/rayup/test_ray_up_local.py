@@ -15,7 +15,8 @@ The cluster file is infra/ray/local.yaml as committed, loaded and given this mac
 here), `ray exec` runs a library scenario on it with `kraftlab run --address auto`, `ray
 rsync-down` brings the run directory back, and `ray down` stops it. As root, the fixture sets up
 what is missing (apt's openssh-server and rsync, the user, the key, both sshd); otherwise it
-says what is missing. Both sshd are left running (pid files /run/sshd-kraftlab-rayup-*.pid).
+says what is missing. Both sshd are left running (`kill $(cat /run/sshd-kraftlab-rayup-*.pid)`
+ends them).
 
   KRAFTLAB_RAY_UP=1 .venv/bin/python -m pytest -s -v -m rayup tests/rayup
 """
@@ -83,18 +84,24 @@ def logs_in(address: str) -> bool:
 
 
 def start_sshd(address: str, own_pid_namespace: bool) -> None:
-    pidfile = f"/run/sshd-kraftlab-rayup-{address}.pid"
-    cmd = ["/usr/sbin/sshd", "-D", "-o", f"ListenAddress={address}", "-o", f"PidFile={pidfile}"]
+    """sshd on `address` only, its pid as this PID namespace sees it (the worker's sshd is the
+    child of unshare, which a SIGTERM does not end) in /run/sshd-kraftlab-rayup-<address>.pid."""
+    cmd = ["/usr/sbin/sshd", "-D", "-o", f"ListenAddress={address}", "-o", "PidFile=none"]
     if own_pid_namespace:
-        cmd = ["unshare", "--pid", "--fork", "--mount-proc", *cmd]
+        cmd = ["unshare", "--pid", "--mount-proc", "--kill-child", *cmd]
     Path("/run/sshd").mkdir(exist_ok=True)
-    subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                     start_new_session=True)
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
     for _ in range(50):
         if listening(address):
-            return
+            break
         time.sleep(0.1)
-    raise AssertionError(f"sshd did not start listening on {address}:22: {' '.join(cmd)}")
+    else:
+        raise AssertionError(f"sshd did not start listening on {address}:22: {' '.join(cmd)}")
+    pid = proc.pid
+    if own_pid_namespace:
+        pid = int(Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()[0])
+    Path(f"/run/sshd-kraftlab-rayup-{address}.pid").write_text(f"{pid}\n")
 
 
 def user_home() -> Path:
