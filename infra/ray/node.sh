@@ -48,8 +48,12 @@ monitoring() {
   apt_install prometheus
   # Debian's prometheus service runs with PrivateTmp and ProtectHome: it could read neither Ray's
   # service-discovery file (/tmp/ray) nor this config (~/kraftlab), and it listens on every
-  # address. start-monitoring runs Prometheus as this user, beside Ray, instead.
-  if systemctl is-enabled --quiet prometheus 2>/dev/null; then sudo systemctl disable --now prometheus; fi
+  # address. start-monitoring runs Prometheus as this user, beside Ray, instead. Debian's package
+  # enables that service when it installs it; it can only run where systemd is the init
+  # (/run/systemd/system exists; not in a container), the only place it is disabled (with sudo).
+  if [ -d /run/systemd/system ] && systemctl is-enabled --quiet prometheus 2>/dev/null; then
+    sudo systemctl disable --now prometheus
+  fi
   # (Asked of dpkg: grafana-server is in /usr/sbin, not on a user's PATH.)
   if [ "${1:-}" = "--grafana" ] && ! installed grafana; then
     # Not in Debian: Grafana's own signed repository. The dashboards use the Grafana 11.6 schema,

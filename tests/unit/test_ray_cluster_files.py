@@ -128,3 +128,17 @@ def test_installs_pyprojects_pins():
     # The Python the node checks for is the one pyproject.toml requires.
     minimum = re.fullmatch(r">=(\d+)\.(\d+)", PYPROJECT["requires-python"]).groups()
     assert f"sys.version_info < ({minimum[0]}, {minimum[1]})" in text
+
+
+def test_local_nodes_register_under_their_listed_address():
+    """The local provider's autoscaler knows a node by the address the file lists; each `ray start`
+    registers under the address its SSH session came in on (sshd's SSH_CONNECTION, field 3), that
+    one (tests/rayup runs it for real)."""
+    config = load(RAY_DIR / "local.yaml")
+    for key in ("head_start_ray_commands", "worker_start_ray_commands"):
+        [start] = [c for c in config[key] if c.startswith("ray start")]
+        flag = re.search(r"--node-ip-address=(\$\(.*?\))", start).group(1)
+        listed = "192.0.2.11"
+        shown = subprocess.run(["bash", "-c", f"echo {flag}"], capture_output=True, text=True, check=True,
+                               env={"SSH_CONNECTION": f"198.51.100.7 50022 {listed} 22", "PATH": "/usr/bin:/bin"})
+        assert shown.stdout.strip() == listed, (key, start, shown.stdout)
