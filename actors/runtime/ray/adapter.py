@@ -221,6 +221,9 @@ class NodeActor:
             background_flush_interval_ms=spec.background_flush_interval_ms,
         )
 
+    def __repr__(self) -> str:  # Ray's state API and dashboard show it (`repr_name`): which node this is
+        return f"NodeActor({self.name})"
+
     async def _transport(self, dst: str, batch: list[tuple[float, Envelope]]) -> None:
         handle = self.peers.get(dst)
         if handle is None:
@@ -315,6 +318,9 @@ class HostAgent:
             for node_dir in sorted(p for p in self.root.iterdir() if p.is_dir()):
                 file_store.os_crash(node_dir)
         (self.root / HOST_UP_MARKER).write_bytes(b"")
+
+    def __repr__(self) -> str:  # as NodeActor's: the host's name in Ray's state API
+        return f"HostAgent({self.host})"
 
     def _dir(self, name: str) -> Path:
         return self.root / name
