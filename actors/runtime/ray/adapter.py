@@ -161,8 +161,8 @@ def create_client(name: str, spec: RoleSpec, node_id: str, root: str, epoch_s: f
     )
 
 
-def driver_node() -> str:
-    """The Ray node this driver runs on."""
+def this_node() -> str:
+    """The Ray node this process runs on (a driver's, or a task's: a campaign's row names it)."""
     return ray.get_runtime_context().get_node_id()
 
 
