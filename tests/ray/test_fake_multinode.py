@@ -4,9 +4,10 @@ head's autoscaler starts the 2 workers), and kraftlab's commands run against it 
 in subprocesses, with `--address`:
 
 - `kraftlab run --address auto` (the cluster found through RAY_TMPDIR) places the 3 brokers on 3
-  distinct Ray nodes, as Ray's state API sees the actors, and a scenario with an OS crash of a
-  broker's host passes;
-- `kraftlab campaign --address HOST:PORT` runs its simulator runs as Ray tasks on more than one node.
+  distinct Ray nodes, as Ray's state API sees the actors, and a scenario passes in which the test
+  removes broker 2's Ray node (a host crash: kraftlab moves the host to a surviving node);
+- `kraftlab campaign --address HOST:PORT` runs its simulator runs as Ray tasks on more than one node
+  (on the 2 nodes left after the run's host crash).
 
 This process never joins the cluster (no `ray.init`): it reads the cluster through the dashboard's
 state API, so the embedded Ray of other modules in the same pytest run is untouched. The cluster's
@@ -24,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 import psutil
@@ -142,29 +144,94 @@ def test_three_nodes_of_one_cpu(fake_cluster):
     assert sum(n.is_head_node for n in alive) == 1
 
 
+# The test removes broker 2's Ray node (its raylet and every process under it killed) while the
+# run waits for it: a host crash, which kraftlab turns into an OS crash of every host on that node.
+NODE_LOSS = """
+name: fake-node-loss
+runtime: ray
+cluster:
+  brokers: 3
+  controllers: 3
+  storage: page_cache
+  config: {min.insync.replicas: 2, replica.lag.time.max.ms: 5000}
+topics:
+  - {name: t, replication_factor: 3, assignment: {0: [1, 2, 3]}}
+steps:
+  - produce: {topic: t, count: 10, acks: all, expect: acked}
+  - wait_for: {broker: 2, alive: false, timeout_ms: 120000}
+  - wait_for: {partition: t-0, isr: [1, 3], timeout_ms: 30000}
+  - produce: {topic: t, count: 10, acks: all, expect: acked}
+  - restart: b2
+  - wait_for: {partition: t-0, isr: [1, 2, 3], timeout_ms: 60000}
+  - expect: {acked: 20, acked_lost: 0}
+"""
+
+
+def node_actors(dashboard: str) -> list:
+    """Every node actor Ray knows of, dead ones too, each named by its `__repr__` (`NodeActor(b2)`)."""
+    return list_actors(address=dashboard, filters=[("class_name", "=", "NodeActor")], detail=True, limit=1000)
+
+
+def remove_node(node_id: str) -> int:
+    """Kill the raylet of Ray node `node_id` and every process under it (its workers: the actors of
+    the hosts placed there), as a machine that loses power would. Returns how many were killed."""
+    for p in psutil.process_iter(["cmdline"]):
+        try:
+            cmdline = p.info["cmdline"] or []
+            if cmdline and cmdline[0].endswith("raylet") and f"--node_id={node_id}" in cmdline:
+                processes = [p, *p.children(recursive=True)]
+                for q in processes:
+                    q.kill()
+                return len(processes)
+        except psutil.Error:
+            continue
+    return 0
+
+
+def acked(metrics_port: int) -> float:
+    """Records acknowledged so far, from the run's live metrics (`kraftlab_records_total`)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=2) as answer:
+            text = answer.read().decode()
+    except OSError:  # not serving yet
+        return 0.0
+    lines = [line for line in text.splitlines() if line.startswith("kraftlab_records_total{") and 'outcome="ok"' in line]
+    return float(lines[0].rsplit(" ", 1)[1]) if lines else 0.0
+
+
 def test_run_places_brokers_on_distinct_nodes_and_survives_a_host_crash(fake_cluster, tmp_path):
-    """page-cache-recovery: broker 1's host has an OS crash (every process of the host killed, its
-    files cut to what was flushed), restarts and catches up; nothing acknowledged is lost."""
-    out = tmp_path / "run"
+    scenario, out, metrics_port = tmp_path / "node-loss.yaml", tmp_path / "run", free_port()
+    scenario.write_text(NODE_LOSS)
     env = {**fake_cluster["env"], "RAY_ADDRESS": ""}  # `auto`: the cluster recorded in RAY_TMPDIR
-    done = kraftlab(["run", "page-cache-recovery", "--runtime", "ray", "--address", "auto", "--out", str(out)], env, tmp_path)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    run = subprocess.Popen([*KRAFTLAB, "run", str(scenario), "--address", "auto", "--out", str(out), "--metrics-port", str(metrics_port)],
+                           env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        # The node goes once the cluster is up and the first 10 records are acknowledged.
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        while acked(metrics_port) < 10 and time.monotonic() < deadline and run.poll() is None:
+            time.sleep(0.5)
+        # Where Ray runs each broker's process: its state API, not kraftlab's own report.
+        brokers = [f"NodeActor(b{i})" for i in (1, 2, 3)]
+        where = {a.repr_name: a.node_id for a in node_actors(fake_cluster["dashboard"]) if a.state == "ALIVE" and a.repr_name in brokers}
+        assert len(where) == 3, f"brokers alive: {where}"
+        assert len(set(where.values())) == NODES and set(where.values()) == fake_cluster["nodes"]
+        lost = where["NodeActor(b2)"]
+        assert remove_node(lost) > 1  # the raylet and at least b2's worker
+        output, _ = run.communicate(timeout=RUN_TIMEOUT_S)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 0, output[-4000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["ok"] is True and summary["failures"] == [] and summary["violations"] == []
-    assert summary["stats"]["acked"] == 3 and summary["stats"]["acked_lost"] == 0
+    assert summary["stats"]["acked"] == 20 and summary["stats"]["acked_lost"] == 0
 
-    # Where Ray ran each broker's process: its state API, not kraftlab's own report.
-    actors = list_actors(address=fake_cluster["dashboard"], filters=[("class_name", "=", "NodeActor")], detail=True, limit=1000)
-    where: dict[str, set[str]] = {}
-    for actor in actors:
-        where.setdefault(actor.repr_name, set()).add(actor.node_id)
-    brokers = [f"NodeActor(b{i})" for i in (1, 2, 3)]
-    assert all(len(where.get(b, ())) == 1 for b in brokers), where
-    broker_nodes = [next(iter(where[b])) for b in brokers]
-    assert len(set(broker_nodes)) == NODES and set(broker_nodes) == fake_cluster["nodes"]
-    # The crash killed b1's process and the restart made another one (same host: same node).
-    assert len([a for a in actors if a.repr_name == "NodeActor(b1)"]) == 2
-    assert {f"b{i}": n for i, n in zip((1, 2, 3), broker_nodes)} == {b: summary["stats"]["placement"][b] for b in ("b1", "b2", "b3")}
+    assert [n.node_id for n in list_nodes(address=fake_cluster["dashboard"]) if n.state == "DEAD"] == [lost]
+    b2 = [a for a in node_actors(fake_cluster["dashboard"]) if a.repr_name == "NodeActor(b2)"]
+    # b2's first process died with its node; the restart made another on a surviving node.
+    assert len(b2) == 2 and [a.node_id for a in b2].count(lost) == 1
+    assert {a.node_id for a in b2} - {lost} == {summary["stats"]["placement"]["b2"]}
+    assert summary["stats"]["placement"]["b1"] == where["NodeActor(b1)"] and summary["stats"]["placement"]["b3"] == where["NodeActor(b3)"]
 
 
 # Six simulator runs of a second or so each.
