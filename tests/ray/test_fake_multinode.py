@@ -106,13 +106,13 @@ def fake_cluster():
     # the state API's HTTP client here would then need the token: the same mode whatever the home
     # folder holds. PYTHONPATH: the workers import this checkout's kraftlab.
     env.update(RAY_TMPDIR=tmp, PYTHONPATH=str(ROOT), RAY_AUTH_MODE="disabled")
-    start = subprocess.run(
-        [ray_command(), "start", "--head", f"--port={gcs_port}", "--num-cpus=1", f"--autoscaling-config={config_path}",
-         f"--dashboard-port={dashboard_port}", f"--ray-client-server-port={free_port()}", "--disable-usage-stats"],
-        env={**env, "RAY_FAKE_CLUSTER": "1"}, capture_output=True, text=True, timeout=START_TIMEOUT_S,
-    )
     dashboard = f"http://127.0.0.1:{dashboard_port}"
     try:
+        start = subprocess.run(
+            [ray_command(), "start", "--head", f"--port={gcs_port}", "--num-cpus=1", f"--autoscaling-config={config_path}",
+             f"--dashboard-port={dashboard_port}", f"--ray-client-server-port={free_port()}", "--disable-usage-stats"],
+            env={**env, "RAY_FAKE_CLUSTER": "1"}, capture_output=True, text=True, timeout=START_TIMEOUT_S,
+        )
         assert start.returncode == 0, start.stderr[-3000:]
         deadline = time.monotonic() + START_TIMEOUT_S
         alive = []
