@@ -50,10 +50,13 @@ def execute_plan(plan: RunPlan, runs_dir: Path, address: str | None = None, repl
 
 
 def execute_and_pack(plan: RunPlan, runs_dir: Path) -> tuple[dict[str, Any], bytes]:
-    """A Ray task's body: run `plan` on this node, in a temporary folder, and return its row and
-    its run directory packed (`unpack_run` puts it into the command's `runs_dir`)."""
+    """A Ray task's body: run `plan` on this node, in a temporary folder, and return its row (with
+    `ray_node`, the id of the Ray node that ran it) and its run directory packed (`unpack_run` puts
+    it into the command's `runs_dir`)."""
+    from actors.runtime.ray.adapter import this_node
+
     with tempfile.TemporaryDirectory(prefix="kraftlab-campaign-run-") as tmp:
-        row = execute_plan(plan, Path(tmp), replay_dir=runs_dir)
+        row = {**execute_plan(plan, Path(tmp), replay_dir=runs_dir), "ray_node": this_node()}
         packed = io.BytesIO()
         with tarfile.open(fileobj=packed, mode="w") as tar:
             if (Path(tmp) / plan.run).is_dir():

@@ -84,6 +84,18 @@ def test_names_what_exists(path):
     assert any(c.startswith(f"bash {REMOTE_INFRA}/ray/node.sh monitoring") for c in config["head_setup_commands"])
 
 
+def test_the_fake_multinode_file_is_complete():
+    """infra/ray/fake/multinode.yaml (tests/ray/test_fake_multinode.py starts it) passes Ray's
+    schema as it is: the head's autoscaler reads it without filling in defaults (Ray 2.60's wheel
+    lacks the fake provider's defaults file), and keeps 3 nodes, its GCS address on a port of its own."""
+    config = load(RAY_DIR / "fake" / "multinode.yaml")
+    validate_config(config)
+    assert config["provider"]["type"] == "fake_multinode"
+    assert config["provider"]["gcs_address"].rsplit(":", 1)[1] != "6379"
+    workers = [t for name, t in config["available_node_types"].items() if name != config["head_node_type"]]
+    assert all(t["min_workers"] == t["max_workers"] for t in workers) and 1 + sum(t["min_workers"] for t in workers) == 3
+
+
 def test_node_script_names_what_exists():
     text = NODE_SH.read_text()
     assert f'INFRA="{REMOTE_INFRA.replace("~", "$HOME")}"' in text

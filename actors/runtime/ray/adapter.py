@@ -162,8 +162,8 @@ def create_client(name: str, spec: RoleSpec, node_id: str, root: str, epoch_s: f
     )
 
 
-def driver_node() -> str:
-    """The Ray node this driver runs on."""
+def this_node() -> str:
+    """The Ray node this process runs on (a driver's, or a task's: a campaign's row names it)."""
     return ray.get_runtime_context().get_node_id()
 
 
@@ -222,6 +222,9 @@ class NodeActor:
             name, spec.factory(), files, Clock(epoch_s), self._transport, seed=seed, incarnation=incarnation,
             background_flush_interval_ms=spec.background_flush_interval_ms,
         )
+
+    def __repr__(self) -> str:  # Ray's state API and dashboard show it (`repr_name`): which node this is
+        return f"NodeActor({self.name})"
 
     async def _transport(self, dst: str, batch: list[tuple[float, Envelope]]) -> None:
         handle = self.peers.get(dst)
@@ -317,6 +320,9 @@ class HostAgent:
             for node_dir in sorted(p for p in self.root.iterdir() if p.is_dir()):
                 file_store.os_crash(node_dir)
         (self.root / HOST_UP_MARKER).write_bytes(b"")
+
+    def __repr__(self) -> str:  # as NodeActor's: the host's name in Ray's state API
+        return f"HostAgent({self.host})"
 
     def _dir(self, name: str) -> Path:
         return self.root / name

@@ -389,5 +389,5 @@ class RayCluster(RoleCluster):
         clients = [node for name, node in self.sim.nodes.items() if name not in self.agents and node.handle is not None]
         for node in clients:
             adapter.kill(node.handle)
-        here = adapter.driver_node()
+        here = adapter.this_node()
         adapter.wait_for_processes_to_end([node.pid for node in clients if node.ray_node == here and node.pid is not None])
