@@ -122,22 +122,31 @@ class PartitionChecks:
         self._all_dirty = True
 
     def _on_fault(self, rec: EventRecord) -> None:
-        if rec.event.fault.startswith("crash_"):
+        ev = rec.event
+        if ev.fault.startswith("crash_"):
             self._all_dirty = True
+        if ev.fault == "crash_disk" and ev.target.startswith("b"):
+            # A disk loss keeps no directory, so no `replica_survived` follows: every replica the
+            # broker held (the view kept their logs at the crash) lost its whole log.
+            broker = int(ev.target[1:])
+            for key in self.view.crashed.get(broker, {}):
+                self._survived(broker, key, ([], [], []))
 
     def _on_survived(self, rec: EventRecord) -> None:
-        """A crash may have taken unflushed data of a replica that was a leader candidate (in the
-        controller's ISR or ELR): a lossy unclean shutdown (replication-correctness.md §6.2)."""
         ev = rec.event
-        key = (ev.topic, ev.partition)
+        self._survived(ev.broker, (ev.topic, ev.partition), (list(ev.batch_offsets), list(ev.batch_counts), list(ev.batch_crcs)))
+
+    def _survived(self, broker: int, key: Key, kept: tuple[list, list, list]) -> None:
+        """A crash may have taken data of a replica that was a leader candidate (in the
+        controller's ISR or ELR): a lossy unclean shutdown (replication-correctness.md §6.2).
+        `kept`: the log's batches (base offsets, counts, CRCs) as the disk kept them."""
         self._dirty.add(key)
-        before = self.view.crashed.get(ev.broker, {}).get(key)
+        before = self.view.crashed.get(broker, {}).get(key)
         state = self.view.committed_partition(key)
-        if before is None or state is None or ev.broker not in set(state.isr) | set(state.elr):
+        if before is None or state is None or broker not in set(state.isr) | set(state.elr):
             return
-        kept = (list(ev.batch_offsets), list(ev.batch_counts), list(ev.batch_crcs))
         if kept != (before.bases, before.counts, before.crcs):
-            self._lossy.setdefault(key, set()).add(ev.broker)
+            self._lossy.setdefault(key, set()).add(broker)
 
     def _on_broker_registered(self, rec: EventRecord) -> None:
         if not rec.event.clean and rec.incarnation > 0:
