@@ -199,10 +199,13 @@ class PartitionChecks:
     def check(self) -> dict[str, str]:
         """The violations found in what changed since the last call."""
         found, self._findings = self._findings, {}
+        # In a fixed order, whatever changed: when two partitions break one invariant at once, the
+        # detail reported is the first one's, and the report is an event of the trace. A set's
+        # order follows the topic names' string hashes, which differ from process to process.
         if self._all_dirty:
-            keys = list(self.view._partitions)
+            keys = sorted(self.view._partitions)
         else:
-            keys = list(self._dirty)
+            keys = sorted(self._dirty)
         self._all_dirty = False
         self._dirty = set()
         for key in keys:
