@@ -128,6 +128,21 @@ class InFlightBatch:
         self.deadline_ms = min(r.deadline_ms for r in self.records)
 
 
+LOAD_TICK_MS = 10  # records due are queued every 10 ms (a linger.ms-like batching window)
+LOAD_DELIVERY_TIMEOUT_MS = 30_000
+# What a record takes of the producer's buffer beyond its value: its key, headers and varint
+# framing, and its share of a batch header (Kafka's DefaultRecord and RecordBatch, 61-byte header).
+# Kafka's pool hands out whole batch.size buffers; counting record bytes is kraftlab's simplification.
+RECORD_OVERHEAD_BYTES = 70
+BUFFER_MEMORY = 33_554_432  # buffer.memory, Kafka's default (32 MiB)
+MAX_BLOCK_MS = 60_000.0  # max.block.ms, Kafka's default
+
+
+def buffered_size(value: str) -> int:
+    """What a record holds of the producer's buffer while it waits or is in flight."""
+    return len(value) + RECORD_OVERHEAD_BYTES
+
+
 @dataclass
 class LoadPlan:
     """Open-loop load: `rate_per_s` records a second spread over `partitions` round-robin, from
@@ -150,9 +165,9 @@ class LoadPlan:
     # Backpressure (rate-limited load): the buffer's size in bytes (buffer.memory), how long the
     # generator's send() may block for space (max.block.ms), and the delivery timeout counted from
     # a record's entry into the buffer (delivery.timeout.ms).
-    buffer_memory: int = 33_554_432
-    max_block_ms: float = 60_000.0
-    delivery_timeout_ms: float = 30_000.0
+    buffer_memory: int = BUFFER_MEMORY
+    max_block_ms: float = MAX_BLOCK_MS
+    delivery_timeout_ms: float = LOAD_DELIVERY_TIMEOUT_MS
     # The record whose send() is blocked on a full buffer (already in the history as sent), and
     # since when; None while the generator runs free. Records that come due meanwhile are not
     # offered to the producer: `throttled` counts them.
@@ -161,12 +176,6 @@ class LoadPlan:
     throttled: int = 0
 
 
-LOAD_TICK_MS = 10  # records due are queued every 10 ms (a linger.ms-like batching window)
-LOAD_DELIVERY_TIMEOUT_MS = 30_000
-# What a record takes of the producer's buffer beyond its value: its key, headers and varint
-# framing, and its share of a batch header (Kafka's DefaultRecord and RecordBatch, 61-byte header).
-# Kafka's pool hands out whole batch.size buffers; counting record bytes is kraftlab's simplification.
-RECORD_OVERHEAD_BYTES = 70
 MAX_BLOCK_TIMEOUT = "MAX_BLOCK_TIMEOUT"  # Kafka: "Failed to allocate memory within the configured max blocking time"
 
 
@@ -246,7 +255,7 @@ class ProducerNode:
         q = self._queue((cmd.topic, cmd.partition))
         for i, v in enumerate(cmd.values):
             q.append(PendingRecord(cmd.command_id, first + i, v, cmd.acks, cmd.idempotent, now_ms + cmd.timeout_ms, now_ms))
-            self.buffered_bytes += len(v) + RECORD_OVERHEAD_BYTES
+            self.buffered_bytes += buffered_size(v)
         self._queued((cmd.topic, cmd.partition), now_ms + cmd.timeout_ms, len(cmd.values))
         out.emit(ProduceSend(self.node_id, cmd.topic, cmd.partition, ACKS_NAMES[cmd.acks], tuple(range(first, first + len(cmd.values)))))
         self._send_ready(now_ms, out)
@@ -262,8 +271,8 @@ class ProducerNode:
         until_ms: float | None,
         buffer_records: int = 0,
         idempotent: bool = False,
-        buffer_memory: int = 33_554_432,
-        max_block_ms: float = 60_000.0,
+        buffer_memory: int = BUFFER_MEMORY,
+        max_block_ms: float = MAX_BLOCK_MS,
         delivery_timeout_ms: float = LOAD_DELIVERY_TIMEOUT_MS,
     ) -> Output:
         """A local call: start open-loop load (the scenario `load` step), or unthrottled load
@@ -314,7 +323,7 @@ class ProducerNode:
             self.next_sequence += 1
             record = PendingRecord(plan.command_id, sequence, value, plan.acks, plan.idempotent, deadline, now_ms)
             handed.setdefault(key, []).append(sequence)
-            size = len(value) + RECORD_OVERHEAD_BYTES  # as `_release` gives it back
+            size = buffered_size(value)
             if bounded and self.buffered_bytes + size > plan.buffer_memory:
                 # buffer.memory is full: send() blocks on this record (invoked, so it is in the
                 # history) until there is room or max.block.ms has passed (`_unblock`).
@@ -339,7 +348,7 @@ class ProducerNode:
         load is stopping: the buffer then holds one record beyond its size), or fails, never
         written, once it has waited max.block.ms."""
         key, r = plan.blocked
-        size = len(r.value) + RECORD_OVERHEAD_BYTES
+        size = buffered_size(r.value)
         if stopping or self.buffered_bytes + size <= plan.buffer_memory:
             deadline = now_ms + plan.delivery_timeout_ms
             self._queue(key).append(replace(r, deadline_ms=deadline))
@@ -713,7 +722,7 @@ class ProducerNode:
 
     def _release(self, records: list[PendingRecord]) -> None:
         """Records settled: their bytes leave the buffer."""
-        self.buffered_bytes -= sum(len(r.value) for r in records) + RECORD_OVERHEAD_BYTES * len(records)
+        self.buffered_bytes -= sum(buffered_size(r.value) for r in records)
 
     def _failed(self, key, records: list[PendingRecord], error: str, now_ms: float, out: Output, maybe_written: bool) -> None:
         self.failed += len(records)
