@@ -7,10 +7,12 @@ cluster runs on the embedded Ray, and one producer actor writes
    records/s is the ceiling of the protocol path, with its latency at saturation;
 2. open loop at half that rate: the latency (handed over -> acknowledged) at moderate load.
 
-In the same run it measures the raw Ray transport ceiling for the same batch sizes (one actor
-calling another with a payload of the average batch's size, one call in flight per partition, as
-the producer has) and the fsync latency of the data directory's disk, and prints each result as a
-ratio to that ceiling, with what fsync's cost predicts for the fsync runs.
+In the same run it measures two transport ceilings for the same batch sizes (one actor calling
+another with a payload of the average batch's size, one call in flight per partition, as the
+producer has): over the node actors' wire (actors/runtime/ray/wire.py, what the data path uses)
+and over a Ray actor call (what it used before), and the fsync latency of the data directory's
+disk; it prints each result as a ratio to the wire's ceiling, with what fsync's cost predicts for
+the fsync runs, and the CPU each role spends per 1,000 acknowledged records.
 
     python bench/ray_throughput.py [--seconds 10] [--partitions 1 8] [--storage page_cache fsync] [--repeat 1]
 
@@ -92,7 +94,9 @@ def _usage(cluster: RayCluster, producer: str) -> dict[str, float]:
         "brokers_cpu": sum(c["cpu_s"] for c in brokers),
         "brokers_sys": sum(c["cpu_sys_s"] for c in brokers),
         **{f"cpu_{b}": c["cpu_s"] for b, c in zip(BROKERS, brokers, strict=True)},
-        "producer_cpu": cluster.counters(producer)["cpu_s"],
+        "producer_cpu": (p := cluster.counters(producer))["cpu_s"],
+        # frames (wire.py) the brokers and the producer wrote: transport calls per batch
+        "frames": sum(c["frames_sent"] for c in brokers) + p["frames_sent"],
         "machine_cpu": machine_cpu_busy_s(),
     }
 
@@ -115,6 +119,7 @@ def measure(cluster: RayCluster, producer: str, partitions: list, rate: float | 
         "acked_per_s": acked / span_s,
         "failed": last["failed"] - first["failed"],
         "records_per_batch": acked / batches if batches else 0.0,
+        "frames_per_batch": used["frames"] / batches if batches else 0.0,
         "p50": lat.percentile_ms(50),
         "p99": lat.percentile_ms(99),
         "p999": lat.percentile_ms(99.9),
@@ -155,10 +160,11 @@ def fsync_latency_ms(directory: Path, size: int, rounds: int = 200) -> dict:
     return {"p50": statistics.median(samples), "p99": samples[int(len(samples) * 0.99) - 1], "mean": statistics.fmean(samples)}
 
 
-def transport_ceiling(batch_bytes: int, in_flight: int, seconds: float) -> float:
-    """Round trips/s of one Ray actor calling another with a `batch_bytes` payload, `in_flight`
-    calls outstanding (one per partition, as the producer keeps)."""
-    return adapter.echo_round_trips_per_s(batch_bytes, in_flight, seconds)
+def transport_ceiling(batch_bytes: int, in_flight: int, seconds: float, wire: bool) -> float:
+    """Round trips/s of one actor calling another with a `batch_bytes` payload, `in_flight` calls
+    outstanding (one per partition, as the producer keeps): over the node actors' wire or over a
+    Ray actor call."""
+    return adapter.echo_round_trips_per_s(batch_bytes, in_flight, seconds, wire=wire)
 
 
 def fmt(v: float | None, digits: int = 1) -> str:
@@ -178,17 +184,22 @@ def run_one(storage: str, n: int, seconds: float, directory: Path) -> dict:
     finally:
         cluster.close()
     batch_bytes = int(sat["records_per_batch"] * (RECORD_BYTES + 2)) or RECORD_BYTES
-    round_trips = transport_ceiling(batch_bytes, n, min(seconds, 5.0))
+    round_trips = transport_ceiling(batch_bytes, n, min(seconds, 5.0), wire=True)
+    ray_round_trips = transport_ceiling(batch_bytes, n, min(seconds, 5.0), wire=False)
     ceiling = round_trips * sat["records_per_batch"]
+    ray_ceiling = ray_round_trips * sat["records_per_batch"]
     print(
         f"{storage:>10} {n}p  unthrottled: {fmt(sat['acked_per_s'], 0)} acked rec/s "
         f"({fmt(sat['records_per_batch'], 0)} rec/batch, p50 {fmt(sat['p50'])} p99 {fmt(sat['p99'])} p99.9 {fmt(sat['p999'])} ms, failed {sat['failed']})  "
-        f"| transport ceiling {fmt(ceiling, 0)} rec/s ({fmt(round_trips, 0)} round trips/s of {batch_bytes} B), ratio {sat['acked_per_s'] / ceiling:.2f}  "
+        f"| wire ceiling {fmt(ceiling, 0)} rec/s ({fmt(round_trips, 0)} round trips/s of {batch_bytes} B), ratio {sat['acked_per_s'] / ceiling:.2f}; "
+        f"Ray call ceiling {fmt(ray_ceiling, 0)} rec/s ({fmt(ray_round_trips, 0)} round trips/s)  "
         f"| at {fmt(sat['acked_per_s'] / 2, 0)} rec/s offered: {fmt(half['acked_per_s'], 0)} acked, p50 {fmt(half['p50'])} p99 {fmt(half['p99'])} p99.9 {fmt(half['p999'])} ms  "
-        f"| brokers' CPU per 1,000 acked records {fmt(sat['brokers_cpu_ms_per_k'])} ms",
+        f"| CPU per 1,000 acked records: brokers {fmt(sat['brokers_cpu_ms_per_k'])} ms (busiest {fmt(sat['busiest_cpu_ms_per_k'])}), "
+        f"producer {fmt(sat['producer_cpu_ms_per_k'])} ms, machine {fmt(sat['machine_cpu_ms_per_k'])} ms ({100 * sat['machine_busy']:.0f}% busy); "
+        f"{fmt(sat['frames_per_batch'])} frames per batch among the brokers and the producer",
         flush=True,
     )
-    return {"storage": storage, "partitions": n, "sat": sat, "half": half, "ceiling": ceiling, "round_trips": round_trips, "batch_bytes": batch_bytes}
+    return {"storage": storage, "partitions": n, "sat": sat, "half": half, "ceiling": ceiling, "ray_ceiling": ray_ceiling, "round_trips": round_trips, "batch_bytes": batch_bytes}
 
 
 def print_fsync_predictions(rows: list[dict], partition_counts: list[int], fs: dict) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 import shutil
 import time
 from collections.abc import Callable, Mapping
@@ -19,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import ray
-from ray.exceptions import RayActorError
 
 from actors.contract import Envelope
 from actors.runtime.gc_tuning import tune_for_event_streams
@@ -30,6 +30,7 @@ from storage.modes import CrashKind, StorageMode
 from . import file_store
 from .node_process import Clock, NodeProcess
 from .role_specs import RoleSpec
+from .wire import Address, WireLinks, WireListener
 
 NODE_LABEL = "ray.io/node-id"
 HOST_UP_MARKER = ".host_up"
@@ -151,15 +152,17 @@ def kill(handle) -> None:
         pass
 
 
-def create_agent(host: str, node_id: str, root: str, mode: StorageMode, epoch_s: float):
-    return HostAgent.options(**ACTOR_OPTIONS, **_on_node(node_id)).remote(host, node_id, root, mode.value, epoch_s)
+def create_agent(host: str, node_id: str, root: str, mode: StorageMode, epoch_s: float, token: bytes):
+    return HostAgent.options(**ACTOR_OPTIONS, **_on_node(node_id)).remote(host, node_id, root, mode.value, epoch_s, token)
 
 
-def create_client(name: str, spec: RoleSpec, node_id: str, root: str, epoch_s: float, seed: int):
-    """A client node: no host agent (clients have no data worth a failure domain)."""
-    return NodeActor.options(**ACTOR_OPTIONS, **_on_node(node_id)).remote(
+def create_client(name: str, spec: RoleSpec, node_id: str, root: str, epoch_s: float, seed: int, token: bytes):
+    """A client node: no host agent (clients have no data worth a failure domain). Returns its
+    handle and the address it listens on (wire.py)."""
+    actor = NodeActor.options(**ACTOR_OPTIONS, **_on_node(node_id)).remote(
         name, spec, str(Path(root) / name), StorageMode.PAGE_CACHE.value, epoch_s, seed, 0
     )
+    return actor, ray.get(actor.listen.remote(token))
 
 
 def this_node() -> str:
@@ -216,7 +219,9 @@ class NodeActor:
     def __init__(self, name: str, spec: RoleSpec, directory: str, mode: str, epoch_s: float, seed: int, incarnation: int) -> None:
         tune_for_event_streams()  # this process carries the node's messages and events
         self.name = name
-        self.peers: dict[str, Any] = {}
+        # The data plane's wire (wire.py): set up by `listen`, before `start`.
+        self.listener: WireListener | None = None
+        self.links: WireLinks | None = None
         files = file_store.NodeFiles(Path(directory), StorageMode(mode), dirty_expire_ms=spec.dirty_expire_ms)
         self.process = NodeProcess(
             name, spec.factory(), files, Clock(epoch_s), self._transport, seed=seed, incarnation=incarnation,
@@ -227,13 +232,18 @@ class NodeActor:
         return f"NodeActor({self.name})"
 
     async def _transport(self, dst: str, batch: list[tuple[float, Envelope]]) -> None:
-        handle = self.peers.get(dst)
-        if handle is None:
-            raise RayActorError()
-        await handle.deliver.remote(batch)
+        await self.links.send(dst, batch)
 
-    async def start(self, peers: dict[str, Any], faults: NetworkFaults) -> dict[str, Any]:
-        self.peers = dict(peers)
+    async def listen(self, token: bytes) -> Address:
+        """Open the node's wire: listen on this Ray node's address; returns it (host, port)."""
+        self.links = WireLinks(token)
+        self.listener = WireListener(self.process.deliver, token)
+        return await self.listener.start(ray.util.get_node_ip_address())
+
+    async def start(self, peers: dict[str, Address], faults: NetworkFaults) -> dict[str, Any]:
+        for name, address in peers.items():
+            if name != self.name:
+                self.links.set_address(name, address)
         self.process.set_faults(faults)
         ray_node = ray.get_runtime_context().get_node_id()
         info = self.process.start(ray_node, os.getpid())
@@ -244,11 +254,9 @@ class NodeActor:
     async def pid(self) -> int:
         return os.getpid()
 
-    async def deliver(self, batch: list[tuple[float, Envelope]]) -> None:
-        self.process.deliver(batch)
-
-    async def set_peer(self, name: str, handle) -> None:
-        self.peers[name] = handle
+    async def set_peer(self, name: str, address: Address) -> None:
+        """`name` runs a new process, listening at `address`."""
+        self.links.set_address(name, address)
 
     async def set_faults(self, faults: NetworkFaults) -> None:
         self.process.set_faults(faults)
@@ -262,7 +270,10 @@ class NodeActor:
             self.process.events.clear()
 
     async def freeze(self) -> list:
-        """Stop the process where it is (a crash is about to kill it) and hand over its events."""
+        """Stop the process where it is (a crash is about to kill it) and hand over its events.
+        It reads nothing more from the wire: what reaches it now dies with it."""
+        if self.listener is not None:
+            self.listener.close()
         return self.process.freeze()
 
     async def request_shutdown(self) -> None:
@@ -284,7 +295,7 @@ class NodeActor:
     def _counters(self) -> dict[str, Any]:
         p = self.process
         user_s, sys_s = os.times()[:2]
-        return {"sent": p.sent, "dropped": p.dropped, "delivered": p.delivered, "fsyncs": p.files.fsyncs, "fsync_ms": p.files.fsync_ms, "flushes": p.files.flushes,
+        return {"sent": p.sent, "dropped": p.dropped, "delivered": p.delivered, "frames_sent": p.frames_sent, "frames_received": p.frames_received, "fsyncs": p.files.fsyncs, "fsync_ms": p.files.fsync_ms, "flushes": p.files.flushes,
                 # CPU seconds (user + system) of this actor's process: what the node costs the machine;
                 # the system part alone: the kernel's share (writes, fsyncs, sockets)
                 "cpu_s": user_s + sys_s, "cpu_sys_s": sys_s}
@@ -303,8 +314,9 @@ class HostAgent:
     host, then cuts every file to what was flushed; a disk loss kills them and wipes the directory.
     """
 
-    def __init__(self, host: str, node_id: str, root: str, mode: str, epoch_s: float) -> None:
+    def __init__(self, host: str, node_id: str, root: str, mode: str, epoch_s: float, token: bytes) -> None:
         self.host = host
+        self.token = token  # the run's wire token (wire.py), handed to the nodes it creates
         self.node_id = node_id
         self.root = Path(root) / host
         self.root.mkdir(parents=True, exist_ok=True)
@@ -341,8 +353,9 @@ class HostAgent:
         which on a multi-node cluster is not the driver's."""
         file_store.wipe(self.root)
 
-    async def create_node(self, name: str, spec: RoleSpec, seed: int, incarnation: int):
-        """Create `name`'s process on this host (the driver starts it once its peers are known)."""
+    async def create_node(self, name: str, spec: RoleSpec, seed: int, incarnation: int) -> tuple[Any, Address]:
+        """Create `name`'s process on this host (the driver starts it once its peers are known).
+        Returns its handle and the address it listens on."""
         if name in self.nodes:
             raise RuntimeError(f"{name} is already running on {self.host}")
         actor = NodeActor.options(**ACTOR_OPTIONS, **_on_node(self.node_id)).remote(
@@ -350,7 +363,7 @@ class HostAgent:
         )
         self.nodes[name] = actor
         self.pids[name] = actor.pid.remote()  # answered once the process is up
-        return actor
+        return actor, await actor.listen.remote(self.token)
 
     async def _kill(self, names) -> list:
         """Kill the processes; returns the events each had not handed over yet (frozen first, so
@@ -410,40 +423,80 @@ class HostAgent:
         return sorted(self.nodes)
 
 
-# --- the transport ceiling (bench/ray_throughput.py) --------------------------------------------
+# --- the transport ceilings (bench/ray_throughput.py) -------------------------------------------
 
 
 @ray.remote
 class EchoActor:
-    """The far end of a bare actor-to-actor call: takes a payload, answers with its length."""
+    """The far end of a bare actor-to-actor exchange: takes a payload, answers with its length,
+    over a Ray actor call or over the node actors' wire (wire.py)."""
+
+    def __init__(self) -> None:
+        self.links: WireLinks | None = None
+        self.listener: WireListener | None = None
+        self._waiting: dict[int, asyncio.Future] = {}
 
     async def echo(self, payload: bytes) -> int:
         return len(payload)
 
-    async def call_loop(self, target, payload_bytes: int, in_flight: int, seconds: float) -> int:
-        """Call `target.echo` with `payload_bytes` bytes, `in_flight` calls outstanding at once,
-        for `seconds`; the number of calls answered."""
+    async def listen(self, token: bytes) -> Address:
+        """Open the wire as a node actor does; every frame `(peer, call id, payload)` is answered
+        to `peer` with `(call id, len(payload))`, and every answer wakes its caller."""
+        self.links = WireLinks(token)
+        self.listener = WireListener(self._on_frame, token)
+        return await self.listener.start(ray.util.get_node_ip_address())
+
+    async def set_peer(self, name: str, address: Address) -> None:
+        self.links.set_address(name, address)
+
+    def _on_frame(self, frame) -> None:
+        if len(frame) == 3:  # a call: answer it on our own link back, in order
+            peer, call_id, payload = frame
+            asyncio.get_running_loop().create_task(self.links.send(peer, (call_id, len(payload))))
+        else:
+            call_id, _ = frame
+            self._waiting.pop(call_id).set_result(None)
+
+    async def call_loop(self, target, payload_bytes: int, in_flight: int, seconds: float, wire: bool) -> int:
+        """Call `target` with `payload_bytes` bytes, `in_flight` calls outstanding at once, for
+        `seconds`; the number of calls answered."""
         payload = os.urandom(payload_bytes)
         end = time.monotonic() + seconds
         done = 0
+        next_id = 0
+
+        async def over_wire() -> None:
+            nonlocal next_id
+            call_id, next_id = next_id, next_id + 1
+            answered = self._waiting[call_id] = asyncio.get_running_loop().create_future()
+            await self.links.send("target", ("caller", call_id, payload))
+            await answered
 
         async def lane() -> None:
             nonlocal done
             while time.monotonic() < end:
-                await target.echo.remote(payload)
+                if wire:
+                    await over_wire()
+                else:
+                    await target.echo.remote(payload)
                 done += 1
 
         await asyncio.gather(*(lane() for _ in range(in_flight)))
         return done
 
 
-def echo_round_trips_per_s(payload_bytes: int, in_flight: int, seconds: float) -> float:
-    """Actor-to-actor round trips per second (same actor options as the node actors)."""
+def echo_round_trips_per_s(payload_bytes: int, in_flight: int, seconds: float, wire: bool = True) -> float:
+    """Actor-to-actor round trips per second (same actor options as the node actors): over the
+    node actors' wire (`wire`, what the data path uses) or over a Ray actor call."""
     caller = EchoActor.options(**ACTOR_OPTIONS).remote()
     target = EchoActor.options(**ACTOR_OPTIONS).remote()
     try:
         ray.get([caller.echo.remote(b""), target.echo.remote(b"")])  # both up before timing
-        done = ray.get(caller.call_loop.remote(target, payload_bytes, in_flight, seconds))
+        if wire:
+            token = secrets.token_bytes(16)
+            caller_at, target_at = ray.get([caller.listen.remote(token), target.listen.remote(token)])
+            ray.get([caller.set_peer.remote("target", target_at), target.set_peer.remote("caller", caller_at)])
+        done = ray.get(caller.call_loop.remote(target, payload_bytes, in_flight, seconds, wire))
         return done / seconds
     finally:
         kill(caller)

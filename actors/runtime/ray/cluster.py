@@ -12,6 +12,7 @@ its timeout passes.
 
 from __future__ import annotations
 
+import secrets
 import shutil
 import tempfile
 import time
@@ -61,6 +62,8 @@ class RayCluster(RoleCluster):
         self._own_data_root = data_root is None
         self.data_root = Path(data_root) if data_root is not None else Path(tempfile.mkdtemp(prefix="kraftlab-data-"))
         self.epoch_s = time.time()
+        # The run's wire token: a node accepts envelopes only from connections that show it (wire.py).
+        self.wire_token = secrets.token_bytes(16)
         self.sim = RayWorld(lambda: (time.time() - self.epoch_s) * 1000.0)
         self.sim.trace.sinks.extend(event_sinks)
         self.faults = NetworkFaults()
@@ -78,14 +81,15 @@ class RayCluster(RoleCluster):
         self.agents: dict[str, Any] = {}
         self.specs: dict[str, RoleSpec] = {}
         for name in brokers + voters:
-            self.agents[name] = adapter.create_agent(name, self.placement[name], str(self.data_root), self.mode, self.epoch_s)
+            self.agents[name] = adapter.create_agent(name, self.placement[name], str(self.data_root), self.mode, self.epoch_s, self.wire_token)
             self.sim.nodes[name] = RayNode(name)
             kind = "broker" if name.startswith("b") else "controller"
             self.specs[name] = RoleSpec(kind, self.settings, dirty_expire_ms=run.dirty_expire_ms, background_flush_interval_ms=run.background_flush_interval_ms)
         try:
-            handles = adapter.get([self.agents[n].create_node.remote(n, self.specs[n], self._seed(), 0) for n in brokers + voters], CALL_TIMEOUT_S)
-            for name, handle in zip(brokers + voters, handles, strict=True):
+            created = adapter.get([self.agents[n].create_node.remote(n, self.specs[n], self._seed(), 0) for n in brokers + voters], CALL_TIMEOUT_S)
+            for name, (handle, address) in zip(brokers + voters, created, strict=True):
                 self.sim.nodes[name].handle = handle
+                self.sim.nodes[name].address = address
             if check_invariants:
                 for check in self.checks.check_sets:
                     self.sim.add_invariant_set(check)
@@ -103,7 +107,8 @@ class RayCluster(RoleCluster):
     # --- processes ----------------------------------------------------------------------------
 
     def _peers(self) -> dict[str, Any]:
-        return {name: node.handle for name, node in self.sim.nodes.items() if node.handle is not None}
+        """Where each running node listens (wire.py)."""
+        return {name: node.address for name, node in self.sim.nodes.items() if node.handle is not None}
 
     def _start_nodes(self, names: list[str]) -> None:
         peers = self._peers()
@@ -117,8 +122,8 @@ class RayCluster(RoleCluster):
 
     def _announce(self, name: str) -> None:
         """Tell every other running node where `name`'s new process is."""
-        handle = self.sim.nodes[name].handle
-        refs = [n.handle.set_peer.remote(name, handle) for other, n in self.sim.nodes.items() if other != name and n.handle is not None]
+        address = self.sim.nodes[name].address
+        refs = [n.handle.set_peer.remote(name, address) for other, n in self.sim.nodes.items() if other != name and n.handle is not None]
         adapter.wait_quietly(refs, CALL_TIMEOUT_S)
 
     def _mark_down(self, name: str) -> None:
@@ -191,7 +196,7 @@ class RayCluster(RoleCluster):
         load = {n: sum(1 for h, where in self.placement.items() if where == n and self.agents.get(h) is not None) for n in alive}
         target = min(alive, key=lambda n: (load[n], alive.index(n)))
         self.placement[host] = target
-        self.agents[host] = adapter.create_agent(host, target, str(self.data_root), self.mode, self.epoch_s)
+        self.agents[host] = adapter.create_agent(host, target, str(self.data_root), self.mode, self.epoch_s, self.wire_token)
         info = adapter.get(self.agents[host].where.remote(), CALL_TIMEOUT_S)
         self.sim.record(HostMoved(host, target, not info["recovered_from_os_crash"]))
 
@@ -209,7 +214,7 @@ class RayCluster(RoleCluster):
     def add_client(self, name: str, kind: str, producer_id: int = 0) -> None:
         node = self.sim.nodes[name] = RayNode(name)
         self.specs[name] = RoleSpec(kind, self.settings, producer_id=producer_id)
-        node.handle = adapter.create_client(name, self.specs[name], self.head_node, str(self.data_root / "clients"), self.epoch_s, self._seed())
+        node.handle, node.address = adapter.create_client(name, self.specs[name], self.head_node, str(self.data_root / "clients"), self.epoch_s, self._seed(), self.wire_token)
         self._announce(name)
         self._start_nodes([name])
 
@@ -277,7 +282,7 @@ class RayCluster(RoleCluster):
         self.sim.record(Fault("restart", node))
         if self.agents.get(node) is None:
             self._replace_agent(node)
-        slot.handle = adapter.get(self.agents[node].create_node.remote(node, self.specs[node], self._seed(), slot.starts), CALL_TIMEOUT_S)
+        slot.handle, slot.address = adapter.get(self.agents[node].create_node.remote(node, self.specs[node], self._seed(), slot.starts), CALL_TIMEOUT_S)
         self._announce(node)
         self._start_nodes([node])
 

@@ -137,6 +137,8 @@ class NodeProcess:
         self._flusher: asyncio.Task | None = None
         self._fsync_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"fsync-{name}")
         self.sent = self.dropped = self.delivered = 0
+        # Transport calls made (each carries what queued on one link meanwhile) and batches received
+        self.frames_sent = self.frames_received = 0
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -166,6 +168,7 @@ class NodeProcess:
     def deliver(self, items: list[tuple[float, Envelope]]) -> None:
         """A batch from one link: (arrival time, envelope), arrival times non-decreasing. What may
         arrive now is handled now; the rest waits behind the link's earlier messages."""
+        self.frames_received += 1
         if self.role is None or self.stopped or not items:
             return
         src = items[0][1].src
@@ -360,6 +363,7 @@ class NodeProcess:
             batch = list(queue)
             queue.clear()
             try:
+                self.frames_sent += 1
                 await self.transport(dst, batch)
                 self.sent += len(batch)
             except Exception:  # the receiver is down or restarting: its connection is gone

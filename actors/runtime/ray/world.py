@@ -30,6 +30,7 @@ class RayNode:
     def __init__(self, name: str) -> None:
         self.name = name
         self.handle: Any = None
+        self.address: tuple[str, int] | None = None  # where its process listens (wire.py)
         self.starts = 0
         self.ray_node: str | None = None
         self.pid: int | None = None  # of its process, on `ray_node`
