@@ -367,8 +367,10 @@ class ClusterProjection:
             p.outcomes[s] = code
         if code == OK:
             p.acked += len(ev.sequences)
-            for latency in ev.latencies_ms:
-                self.latency.record_ms(latency)
+            # A batch's records mostly share one latency (handed over in one round): one update
+            # per run of equal values, the same counts as one per record.
+            for latency, run in itertools.groupby(ev.latencies_ms):
+                self.latency.record_ms(latency, sum(1 for _ in run))
             if ev.first_offset is not None:
                 p.acked_batches.append(AckedBatch(ev.topic, ev.partition, ev.first_offset, len(ev.sequences), ev.batch_crc, ev.acks))
         else:

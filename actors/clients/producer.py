@@ -96,7 +96,7 @@ class CommandProgress:
         return self.acked + self.failed >= len(self.command.values)
 
 
-@dataclass
+@dataclass(slots=True)
 class PendingRecord:
     command_id: int
     sequence: int
@@ -123,6 +123,7 @@ class InFlightBatch:
     # error that does not rule the append out. Decides "fail" or "info" if it never succeeds.
     maybe_written: bool = False
     order: int = 0  # batches are numbered as they are made: the order of `in_flight`
+    buffered: int = 0  # what its records hold of buffer.memory: sum of buffered_size
 
     def __post_init__(self) -> None:
         self.deadline_ms = min(r.deadline_ms for r in self.records)
@@ -304,34 +305,48 @@ class ProducerNode:
             if plan.blocked is not None:
                 self._unblock(plan, now_ms, False, out)
         pad = "x" * max(0, plan.message_bytes - 16)
+        width = max(plan.message_bytes, 8)
+        prefix = f"{self.producer_id}-"
         bounded = plan.rate_per_s is not None  # unthrottled load bounds itself (`buffer_records`)
         deadline = now_ms + plan.delivery_timeout_ms
+        # The per-record loop is the load's hot path (on Ray its time is inside every record's
+        # latency: records are stamped when the round begins): what does not change per record is
+        # looked up once, and the counters live in locals until the loop ends.
+        partitions, n_partitions = plan.partitions, len(plan.partitions)
+        command_id, acks_code, idempotent, buffer_memory = plan.command_id, plan.acks, plan.idempotent, plan.buffer_memory
         handed: dict[tuple[str, int], list[int]] = {}
         queued: dict[tuple[str, int], int] = {}
+        queues: dict[tuple[str, int], deque[PendingRecord]] = {}
+        buffered = self.buffered_bytes
+        n, sequence = plan.generated, self.next_sequence
         throttled = 0
         for i in range(max(due, 0)):
             if plan.blocked is not None:
                 # The generator is blocked in send(): the rest of what is due is not offered.
                 throttled = due - i
-                plan.generated += throttled
                 break
-            n = plan.generated
-            plan.generated += 1
-            key = plan.partitions[n % len(plan.partitions)]
-            value = f"{self.producer_id}-{n}-{pad}"[: max(plan.message_bytes, 8)]
-            sequence = self.next_sequence
-            self.next_sequence += 1
-            record = PendingRecord(plan.command_id, sequence, value, plan.acks, plan.idempotent, deadline, now_ms)
-            handed.setdefault(key, []).append(sequence)
-            size = buffered_size(value)
-            if bounded and self.buffered_bytes + size > plan.buffer_memory:
+            key = partitions[n % n_partitions]
+            value = f"{prefix}{n}-{pad}"[:width]
+            n += 1
+            record = PendingRecord(command_id, sequence, value, acks_code, idempotent, deadline, now_ms)
+            sequences = handed.get(key)
+            if sequences is None:
+                sequences = handed[key] = []
+                queues[key] = self._queue(key)
+            sequences.append(sequence)
+            sequence += 1
+            size = len(value) + RECORD_OVERHEAD_BYTES  # buffered_size
+            if bounded and buffered + size > buffer_memory:
                 # buffer.memory is full: send() blocks on this record (invoked, so it is in the
                 # history) until there is room or max.block.ms has passed (`_unblock`).
                 plan.blocked, plan.blocked_since_ms = (key, record), now_ms
                 continue
-            self._queue(key).append(record)
-            self.buffered_bytes += size
+            queues[key].append(record)
+            buffered += size
             queued[key] = queued.get(key, 0) + 1
+        plan.generated = n + throttled
+        self.next_sequence = sequence
+        self.buffered_bytes = buffered
         for key, count in queued.items():
             self._queued(key, deadline, count)
         acks = ACKS_NAMES[plan.acks]
@@ -570,12 +585,14 @@ class ProducerNode:
         while q and len(records) < MAX_BATCH_RECORDS and q[0].acks == first.acks and q[0].idempotent == first.idempotent:
             records.append(q.popleft())
         self.queued_records -= len(records)
-        payload = encode_records(self.node_id, [r.sequence for r in records], [r.value for r in records])
+        values = [r.value for r in records]
+        payload = encode_records(self.node_id, [r.sequence for r in records], values)
         batch = RecordBatch.of(payload, len(records), NO_PRODUCER, -1)
         if first.idempotent:
             batch = self._numbered(key, batch)
         self.batches_made += 1
-        return InFlightBatch(records, batch, first.acks, retry_at_ms=now_ms, order=self.batches_made)
+        buffered = sum(map(len, values)) + RECORD_OVERHEAD_BYTES * len(values)  # buffered_size of each
+        return InFlightBatch(records, batch, first.acks, retry_at_ms=now_ms, order=self.batches_made, buffered=buffered)
 
     def _numbered(self, key: tuple[str, int], batch: RecordBatch) -> RecordBatch:
         """The batch with the current producer id and the partition's next sequences."""
@@ -707,7 +724,7 @@ class ProducerNode:
     def _acked(self, key, b: InFlightBatch, base_offset: int, now_ms: float, out: Output) -> None:
         topic, partition = key
         self.acked += len(b.records)
-        self._release(b.records)
+        self.buffered_bytes -= b.buffered
         self.acked_batches.append(AckedBatch(topic, partition, base_offset, b.batch.count, b.batch.crc, b.acks))
         # Records of a batch mostly share their command and hand-over time (load makes them in
         # 10 ms rounds): one update per run of equal values, not per record (the load hot path).

@@ -35,6 +35,7 @@ the loss.
 from __future__ import annotations
 
 from bisect import bisect_left
+from itertools import groupby
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -205,10 +206,11 @@ class MetricsModel:
         n = len(ev.sequences)
         self.records[ev.outcome] = self.records.get(ev.outcome, 0) + n
         if ev.outcome == "ok":
-            for ms in ev.latencies_ms:
+            for ms, run in groupby(ev.latencies_ms):  # a batch's records mostly share one latency
                 s = ms / 1000.0
-                self.latency_buckets[bisect_left(LATENCY_BUCKETS, s)] += 1
-                self.latency_sum += s
+                count = sum(1 for _ in run)
+                self.latency_buckets[bisect_left(LATENCY_BUCKETS, s)] += count
+                self.latency_sum += s * count
 
     def _on_fault(self, rec: EventRecord) -> None:
         ev = rec.event
