@@ -94,6 +94,35 @@ class StopProcess(NamedTuple):
 StorageOp = Append | Truncate | Replace | Delete | Flush | StopProcess
 
 
+# --- messages on the wire -----------------------------------------------------------------------
+
+
+def pickled_by_fields(cls: type) -> type:
+    """Pickle a frozen, slotted dataclass as its constructor and its fields' values.
+
+    Why: a slotted dataclass's own pickling calls `dataclasses.fields()` for every object, both
+    ways, which made pickling the brokers' fetch and produce messages about twice as slow as
+    the values alone (an 8-partition fetch response: 85 µs against 38 µs per round trip, payload
+    aside); every message between Ray actors is pickled (actors/runtime/ray/wire.py). Only for a
+    class that its constructor rebuilds exactly: every field in `__init__`, in order, and no
+    `__post_init__`. Apply it above `@dataclass`."""
+    from dataclasses import fields
+    from operator import attrgetter
+
+    names = tuple(f.name for f in fields(cls))
+    if any(not f.init for f in fields(cls)) or hasattr(cls, "__post_init__"):
+        raise TypeError(f"{cls.__name__}: its constructor would not rebuild it exactly")
+    if not names:
+        cls.__reduce__ = lambda self: (cls, ())
+    elif len(names) == 1:
+        get_one = attrgetter(names[0])
+        cls.__reduce__ = lambda self: (cls, (get_one(self),))
+    else:
+        get_all = attrgetter(*names)  # a tuple, in the fields' order
+        cls.__reduce__ = lambda self: (cls, get_all(self))
+    return cls
+
+
 # --- inputs a driver gives a role besides peers' messages ---------------------------------------
 
 

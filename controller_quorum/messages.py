@@ -9,9 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from actors.contract import pickled_by_fields
 from storage.codec import record_type
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class LogEntry:
     """One record of the replicated log at `offset`, written by the leader of `epoch`."""
@@ -22,6 +24,7 @@ class LogEntry:
 
 
 @record_type
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class LeaderChange:
     """The control record a new leader writes at its epoch start offset (committing it commits
@@ -32,6 +35,7 @@ class LeaderChange:
     voters: tuple[str, ...]
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class VoteRequest:
     epoch: int  # Candidate: its bumped epoch; Prospective (pre_vote): its current, unbumped epoch
@@ -41,6 +45,7 @@ class VoteRequest:
     pre_vote: bool
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class VoteResponse:
     epoch: int
@@ -49,6 +54,7 @@ class VoteResponse:
     pre_vote: bool
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class BeginQuorumEpoch:
     """Sent by a new leader to every voter."""
@@ -57,6 +63,7 @@ class BeginQuorumEpoch:
     leader: str
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class FetchRequest:
     epoch: int  # the epoch the fetcher believes current
@@ -78,6 +85,7 @@ FENCED_LEADER_EPOCH = "FENCED_LEADER_EPOCH"
 UNKNOWN_LEADER_EPOCH = "UNKNOWN_LEADER_EPOCH"
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class FetchResponse:
     epoch: int

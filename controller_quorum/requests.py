@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from actors.contract import pickled_by_fields
+
 from .metadata import PartitionRecord
 
 # errors
@@ -18,6 +20,7 @@ INELIGIBLE_REPLICA = "INELIGIBLE_REPLICA"
 INVALID_REQUEST = "INVALID_REQUEST"
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class BrokerRegistrationRequest:
     broker_id: int
@@ -30,6 +33,7 @@ class BrokerRegistrationRequest:
     request_id: int = 0
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class BrokerRegistrationResponse:
     error: str | None
@@ -38,6 +42,7 @@ class BrokerRegistrationResponse:
     request_id: int = 0  # the request's
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class BrokerHeartbeatRequest:
     broker_id: int
@@ -46,6 +51,7 @@ class BrokerHeartbeatRequest:
     want_shutdown: bool = False
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class BrokerHeartbeatResponse:
     error: str | None
@@ -54,6 +60,7 @@ class BrokerHeartbeatResponse:
     controller: str | None = None
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class AlterPartitionRequest:
     broker_id: int
@@ -66,6 +73,7 @@ class AlterPartitionRequest:
     leader_recovery_state: str
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class AlterPartitionResponse:
     error: str | None
@@ -79,6 +87,7 @@ class AlterPartitionResponse:
     request_partition_epoch: int = -1
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class GetReplicaLogInfoRequest:
     """The controller asks a broker for its replica's log end (KIP-966 balanced recovery)."""
@@ -88,6 +97,7 @@ class GetReplicaLogInfoRequest:
     partition: int
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class GetReplicaLogInfoResponse:
     request_id: int

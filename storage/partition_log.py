@@ -29,7 +29,7 @@ from bisect import bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from actors.contract import Append, Delete, Output, Replace, Truncate
+from actors.contract import Append, Delete, Output, Replace, Truncate, pickled_by_fields
 
 from .codec import frame, pack, read_frames, unpack
 
@@ -42,6 +42,7 @@ DEFAULT_SEGMENT_BYTES = 1 << 30  # log.segment.bytes (protocol-facts.md: Kafka's
 NO_PRODUCER = -1
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class RecordBatch:
     """A batch as the leader appended it. Clients send it with `base_offset` 0 and `leader_epoch`
@@ -82,6 +83,7 @@ class RecordBatch:
         return cls(base, count, epoch, pid, seq, crc, records)
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class ProducerEntry:
     """The last batch a producer appended (idempotence: the leader deduplicates retries)."""

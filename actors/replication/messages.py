@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from actors.contract import Envelope
+from actors.contract import Envelope, pickled_by_fields
 from storage.partition_log import RecordBatch
 
 CONSUMER = -1  # replica id of a consumer's fetch (Kafka's -1)
@@ -58,6 +58,7 @@ RETRIABLE = frozenset(
 )
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class ProduceRequest:
     request_id: int
@@ -68,6 +69,7 @@ class ProduceRequest:
     batch: RecordBatch
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class ProduceResponse:
     request_id: int
@@ -77,6 +79,7 @@ class ProduceResponse:
     base_offset: int = -1
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class ProduceRequests:
     """Several partitions' produce requests to one broker in one message. Kafka's ProduceRequest
@@ -88,6 +91,7 @@ class ProduceRequests:
     parts: tuple[ProduceRequest, ...]
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class ProduceResponses:
     """The produce answers a broker has for one producer at one moment, in one message."""
@@ -117,6 +121,7 @@ def coalesce(sends: list[Envelope], part: type, together: type) -> list[Envelope
     return [merged.get(i, env) for i, env in enumerate(sends) if i not in dropped]
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class FetchPartition:
     topic: str
@@ -127,6 +132,7 @@ class FetchPartition:
     last_fetched_epoch: int = -1
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class FetchRequest:
     request_id: int
@@ -141,6 +147,7 @@ class FetchRequest:
     forgotten: tuple[tuple[str, int], ...] = ()
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class FetchedPartition:
     topic: str
@@ -153,6 +160,7 @@ class FetchedPartition:
     batches: tuple[RecordBatch, ...] = ()
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class FetchResponse:
     request_id: int
@@ -161,6 +169,7 @@ class FetchResponse:
     error: str | None = None  # a session error: the follower starts a new session
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class ListOffsetsRequest:
     request_id: int
@@ -168,6 +177,7 @@ class ListOffsetsRequest:
     partition: int
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class ListOffsetsResponse:
     request_id: int
@@ -177,11 +187,13 @@ class ListOffsetsResponse:
     offset: int = -1  # latest = the HWM, once the leader knows it is the true one (§6.4.2)
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class MetadataRequest:
     request_id: int
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class PartitionMetadata:
     topic: str
@@ -190,6 +202,7 @@ class PartitionMetadata:
     leader_epoch: int
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class MetadataResponse:
     request_id: int
