@@ -64,7 +64,7 @@ def events_table(records: Iterable[EventRecord]) -> pa.Table:
 def _group_table(cls: type, recs: list[EventRecord]) -> pa.Table:
     columns: dict[str, list] = {}
     if cls.is_batch:
-        times, nodes, incs, seqs, order = [], [], [], [], []
+        times, nodes, incs, seqs = [], [], [], []
         for rec in recs:
             ev = rec.event
             n = ev.row_count
@@ -72,7 +72,6 @@ def _group_table(cls: type, recs: list[EventRecord]) -> pa.Table:
             nodes += [rec.node] * n
             incs += [rec.incarnation] * n
             seqs += range(rec.node_seq, rec.node_seq + n)
-            order += [(rec.incarnation, rec.node_seq)] * n
             for name, values in ev.rows().items():
                 columns.setdefault(name, []).extend(values)
     else:
