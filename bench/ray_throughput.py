@@ -202,6 +202,24 @@ def run_one(storage: str, n: int, seconds: float, directory: Path) -> dict:
     return {"storage": storage, "partitions": n, "sat": sat, "half": half, "ceiling": ceiling, "ray_ceiling": ray_ceiling, "round_trips": round_trips, "batch_bytes": batch_bytes}
 
 
+CPU_BOUND = 0.85  # the machine's busy share above which throughput goes as the inverse of CPU per record
+
+
+def throughput_model(f: dict, pc: dict, n: int, added_ms: float) -> str:
+    """What predicts fsync mode's unthrottled throughput against page_cache's, by what limits it:
+    the machine's CPU, one actor's core (an event loop runs on one core at a time), or else the
+    pipeline (one batch in flight per partition: throughput = partitions x records per batch /
+    round trip, and fsync mode adds `added_ms` to the round trip: a follower's flush on the
+    batch's path, and on average half of the flush in flight before it)."""
+    if f["machine_busy"] > CPU_BOUND and pc["machine_busy"] > CPU_BOUND:
+        return f"CPU-bound, so the machine's CPU per record predicts {pc['machine_cpu_ms_per_k'] / f['machine_cpu_ms_per_k']:.2f}x"
+    if f["busiest_busy"] > 0.8 and pc["busiest_busy"] > 0.8:
+        return f"bound by the busiest broker's core, whose CPU per record predicts {pc['busiest_cpu_ms_per_k'] / f['busiest_cpu_ms_per_k']:.2f}x"
+    rtt_ms = 1000.0 * n * pc["records_per_batch"] / pc["acked_per_s"]
+    return (f"pipeline-bound (nothing saturates), so the round trip predicts it: page_cache's {rtt_ms:.2f} ms per batch "
+            f"(one in flight per partition) + {added_ms:.2f} ms predicts {rtt_ms / (rtt_ms + added_ms):.2f}x")
+
+
 def print_fsync_predictions(rows: list[dict], partition_counts: list[int], fs: dict) -> None:
     """fsync mode against page_cache in one round, with what the measured fsync cost and CPU predict."""
     by = {(r["storage"], r["partitions"]): r for r in rows}
@@ -238,13 +256,8 @@ def print_fsync_predictions(rows: list[dict], partition_counts: list[int], fs: d
                 f"busiest broker {100 * f['busiest_busy']:.0f}% vs {100 * pc[phase]['busiest_busy']:.0f}% busy, "
                 f"{f['busiest_cpu_ms_per_k']:.1f} vs {pc[phase]['busiest_cpu_ms_per_k']:.1f} ms per 1,000 records"
             )
-            if phase == "sat" and f["machine_busy"] > 0.9 and pc[phase]["machine_busy"] > 0.9:
-                # Both saturate the machine's CPUs: throughput goes as the inverse of CPU per record.
-                cpu += f"; CPU-bound, so the machine's CPU per record predicts {pc[phase]['machine_cpu_ms_per_k'] / f['machine_cpu_ms_per_k']:.2f}x"
-            elif phase == "sat" and f["busiest_busy"] > 0.8 and pc[phase]["busiest_busy"] > 0.8:
-                # One actor's event loop is the bottleneck (a Python process uses one core at a
-                # time): throughput goes as the inverse of that actor's CPU per record.
-                cpu += f"; bound by the busiest broker's core, whose CPU per record predicts {pc[phase]['busiest_cpu_ms_per_k'] / f['busiest_cpu_ms_per_k']:.2f}x"
+            if phase == "sat":
+                cpu += "; " + throughput_model(f, pc[phase], n, added)
             if phase == "sat":
                 # Unthrottled, the producer keeps BUFFER_RECORDS outstanding, so the mean latency is
                 # that over the throughput (Little's law): a lower throughput means a longer wait.
