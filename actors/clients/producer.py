@@ -129,7 +129,7 @@ class InFlightBatch:
         self.deadline_ms = min(r.deadline_ms for r in self.records)
 
 
-LOAD_TICK_MS = 10  # records due are queued every 10 ms (a linger.ms-like batching window)
+LOAD_TICK_MS = 10  # records due are queued every 10 ms, on a fixed grid (a linger.ms-like batching window)
 LOAD_DELIVERY_TIMEOUT_MS = 30_000
 # What a record takes of the producer's buffer beyond its value: its key, headers and varint
 # framing, and its share of a batch header (Kafka's DefaultRecord and RecordBatch, 61-byte header).
@@ -173,6 +173,19 @@ class LoadPlan:
     # since when; None while the generator runs free. Records that come due meanwhile are not
     # offered to the producer: `throttled` counts them.
     blocked: tuple[tuple[str, int], PendingRecord] | None = None  # (its partition, the record)
+    # The next load round: rounds fall on a fixed grid, `start_ms` + k x LOAD_TICK_MS, whatever
+    # else the producer handles meanwhile (an acknowledgement must not postpone the next round).
+    # Counted as an integer: the grid computed the same way every time, so that a round is
+    # exactly the deadline the producer asked for (a float division could land one round short and
+    # ask for the same instant again, for ever).
+    rounds: int = 0
+    next_round_ms: float = 0.0
+
+    def advance_rounds(self, now_ms: float) -> None:
+        """Make `next_round_ms` the first round of the grid strictly after `now_ms`."""
+        while self.start_ms + self.rounds * LOAD_TICK_MS <= now_ms:
+            self.rounds += 1
+        self.next_round_ms = self.start_ms + self.rounds * LOAD_TICK_MS
     blocked_since_ms: float = 0.0
     throttled: int = 0
 
@@ -296,6 +309,7 @@ class ProducerNode:
         plan = self.load
         if plan is None:
             return
+        plan.advance_rounds(now_ms)
         end = now_ms if plan.until_ms is None else min(now_ms, plan.until_ms)
         if plan.rate_per_s is None:
             outstanding = self.queued_records + sum(len(b.records) for b in self.in_flight.values())
@@ -414,7 +428,8 @@ class ProducerNode:
             if b.retry_at_ms is None and now_ms >= b.sent_ms + REQUEST_TIMEOUT_MS:
                 b.maybe_written = True  # no answer: the request may have been appended
                 self._retry_later(key, b, "REQUEST_TIMED_OUT", now_ms, out, refresh=True)
-        self._generate(now_ms, out)
+        if self.load is not None and now_ms >= self.load.next_round_ms:
+            self._generate(now_ms, out)  # a round of the grid (not a wake-up for a retry or a timeout)
         self._expire(now_ms, out, due_in_flight)
         if self.metadata_wanted and self.metadata_request is None:
             self._refresh_metadata(now_ms, out)
@@ -433,7 +448,7 @@ class ProducerNode:
         if self.metadata_wanted and self.queued_records:
             deadlines.append(self._now + RETRY_BACKOFF_MS)
         if self.load is not None:
-            deadlines.append(self._now + LOAD_TICK_MS)
+            deadlines.append(self.load.next_round_ms)
         out.next_deadline_ms = min(deadlines) if deadlines else None
         out.sends = coalesce(out.sends, ProduceRequest, ProduceRequests)
         return out

@@ -45,9 +45,11 @@ def offsets_per_record(finals: list[FinalRead]) -> Counter:
 def lost_answers(**load) -> tuple[Counter, ProducerNode]:
     """acks=all load while every answer of the leader (b1) to the load producer is lost for 6 s:
     the batch in flight then is appended and committed, its request times out (5 s) and is sent
-    again."""
+    again. The load stops after 12 s, at least 3 s before the run ends, so that every batch has
+    its answer by then (a batch still in flight at the end is settled as indeterminate, and
+    whether one is depends on where the load's rounds fall)."""
     c, finals = cluster("lost-answers")
-    c.clients.load(protocol_command("load", LoadArgs(producers=1, rate_per_s=200, acks="all", **load)), {"t": 1})
+    c.clients.load(protocol_command("load", LoadArgs(producers=1, rate_per_s=200, acks="all", duration_ms=12_000, **load)), {"t": 1})
     producer = c.role(LOAD_PRODUCER)
     assert c.run_until(lambda: producer.acked >= 200, 10_000)
     assert c.view().partition("t-0").leader == 1
