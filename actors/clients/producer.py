@@ -173,6 +173,8 @@ class LoadPlan:
     # since when; None while the generator runs free. Records that come due meanwhile are not
     # offered to the producer: `throttled` counts them.
     blocked: tuple[tuple[str, int], PendingRecord] | None = None  # (its partition, the record)
+    blocked_since_ms: float = 0.0
+    throttled: int = 0
     # The next load round: rounds fall on a fixed grid, `start_ms` + k x LOAD_TICK_MS, whatever
     # else the producer handles meanwhile (an acknowledgement must not postpone the next round).
     # Counted as an integer: the grid computed the same way every time, so that a round is
@@ -186,8 +188,6 @@ class LoadPlan:
         while self.start_ms + self.rounds * LOAD_TICK_MS <= now_ms:
             self.rounds += 1
         self.next_round_ms = self.start_ms + self.rounds * LOAD_TICK_MS
-    blocked_since_ms: float = 0.0
-    throttled: int = 0
 
 
 MAX_BLOCK_TIMEOUT = "MAX_BLOCK_TIMEOUT"  # Kafka: "Failed to allocate memory within the configured max blocking time"

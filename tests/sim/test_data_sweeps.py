@@ -68,13 +68,14 @@ def test_many_seeds_with_every_switch_on_keep_every_invariant_and_recover():
 # Seeds to try per switch (the measured first catches are printed; the budgets leave room). The
 # §6.5.1 case 3 race behind broker_epoch_in_alter_partition needs a fetch to outlive its sender's
 # broker epoch, so its search uses the slow-links profile on the brokers with a trickle of load
-# (found at seed 161). elr needs the Last Replica Standing to happen by chance (seed 48; seed 173
+# (found at seed 461 since the load's rounds fall on a fixed 10 ms grid; at seed 161 before, when
+# acknowledgements postponed them: the race depends on where the rounds fall). elr needs the Last Replica Standing to happen by chance (seed 48; seed 173
 # before the load producers were idempotent).
 SEARCH = {
     "elr": (250, PROFILE, 50, False),
     "maximal_isr": (60, PROFILE, 50, False),
     "strict_min_isr": (60, PROFILE, 50, False),
-    "broker_epoch_in_alter_partition": (250, SLOW_LINKS, 1, True),
+    "broker_epoch_in_alter_partition": (600, SLOW_LINKS, 1, True),
     "leader_epoch_truncation": (60, PROFILE, 50, False),
     "prevote": (60, PROFILE, 50, False),
     "check_quorum": (60, PROFILE, 50, False),
