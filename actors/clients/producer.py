@@ -144,6 +144,11 @@ def buffered_size(value: str) -> int:
     return len(value) + RECORD_OVERHEAD_BYTES
 
 
+def buffered_size_of(values) -> int:
+    """What these records hold of the buffer: `buffered_size` of each, summed."""
+    return sum(map(len, values)) + RECORD_OVERHEAD_BYTES * len(values)
+
+
 @dataclass
 class LoadPlan:
     """Open-loop load: `rate_per_s` records a second spread over `partitions` round-robin, from
@@ -606,7 +611,7 @@ class ProducerNode:
         if first.idempotent:
             batch = self._numbered(key, batch)
         self.batches_made += 1
-        buffered = sum(map(len, values)) + RECORD_OVERHEAD_BYTES * len(values)  # buffered_size of each
+        buffered = buffered_size_of(values)
         return InFlightBatch(records, batch, first.acks, retry_at_ms=now_ms, order=self.batches_made, buffered=buffered)
 
     def _numbered(self, key: tuple[str, int], batch: RecordBatch) -> RecordBatch:
@@ -754,7 +759,7 @@ class ProducerNode:
 
     def _release(self, records: list[PendingRecord]) -> None:
         """Records settled: their bytes leave the buffer."""
-        self.buffered_bytes -= sum(buffered_size(r.value) for r in records)
+        self.buffered_bytes -= buffered_size_of([r.value for r in records])
 
     def _failed(self, key, records: list[PendingRecord], error: str, now_ms: float, out: Output, maybe_written: bool) -> None:
         self.failed += len(records)
