@@ -15,6 +15,7 @@ disk; it prints each result as a ratio to the wire's ceiling, with what fsync's 
 the fsync runs, and the CPU each role spends per 1,000 acknowledged records.
 
     python bench/ray_throughput.py [--seconds 10] [--partitions 1 8] [--storage page_cache fsync] [--repeat 1]
+        [--buffer-records 4000] [--batch-size BYTES] [--linger-ms 0]
 
 Figures only; nothing here is a pass/fail test. The driver polls nothing during the measured
 phases (RayCluster.stop_observing; `invoke` then polls nothing either): the invariant checks are the scenario tests' business.
@@ -40,6 +41,8 @@ from workloads.scenario.schema import Scenario  # noqa: E402
 
 RECORD_BYTES = 100
 BUFFER_RECORDS = 4_000  # unthrottled load: records waiting or in flight at most (buffer.memory)
+BATCH_SIZE: int | None = None  # the producer's batch.size in bytes (None: its default, 1,000 records)
+LINGER_MS = 0.0  # the producer's linger.ms
 WARMUP_S = 3.0
 
 
@@ -55,9 +58,10 @@ def scenario(storage: str, partitions: int) -> Scenario:
     )
 
 
-def _start(role, now, partitions, rate, until, buffer_records):
+def _start(role, now, partitions, rate, until, buffer_records, batch_size, linger_ms):
     role.latency = LatencyHistogram()
-    return role.start_load(partitions, rate, RECORD_BYTES, -1, now, until, buffer_records=buffer_records)
+    return role.start_load(partitions, rate, RECORD_BYTES, -1, now, until, buffer_records=buffer_records,
+                           batch_size=batch_size, linger_ms=linger_ms)
 
 
 def _reading(role, now):
@@ -102,7 +106,7 @@ def _usage(cluster: RayCluster, producer: str) -> dict[str, float]:
 
 
 def measure(cluster: RayCluster, producer: str, partitions: list, rate: float | None, seconds: float) -> dict:
-    cluster.invoke(producer, lambda role, now: _start(role, now, partitions, rate, None, BUFFER_RECORDS))
+    cluster.invoke(producer, lambda role, now: _start(role, now, partitions, rate, None, BUFFER_RECORDS, BATCH_SIZE, LINGER_MS))
     time.sleep(WARMUP_S)
     first, before = cluster.invoke(producer, _reading), _usage(cluster, producer)
     time.sleep(seconds)
@@ -306,15 +310,23 @@ def print_spread(rounds: list[list[dict]], partition_counts: list[int]) -> None:
 
 
 def main() -> None:
+    global BUFFER_RECORDS, BATCH_SIZE, LINGER_MS
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=10.0, help="measured seconds per phase (after a 3 s warm-up)")
     ap.add_argument("--partitions", type=int, nargs="+", default=[1, 8])
     ap.add_argument("--storage", nargs="+", default=["page_cache", "fsync"], choices=["page_cache", "fsync", "process_buffer"])
     ap.add_argument("--repeat", type=int, default=1, help="rounds of every configuration; from 2, each figure's spread is printed")
+    ap.add_argument("--buffer-records", type=int, default=BUFFER_RECORDS,
+                    help="unthrottled load: records waiting or in flight at most (the producer's buffer)")
+    ap.add_argument("--batch-size", type=int, default=None, help="the producer's batch.size in bytes (default: 1,000 records a batch)")
+    ap.add_argument("--linger-ms", type=float, default=LINGER_MS, help="the producer's linger.ms")
     args = ap.parse_args()
+    BUFFER_RECORDS, BATCH_SIZE, LINGER_MS = args.buffer_records, args.batch_size, args.linger_ms
 
     adapter.connect(None)
     data_root = Path(tempfile.mkdtemp(prefix="kraftlab-bench-"))
+    batching = f"batch.size {BATCH_SIZE:,} B" if BATCH_SIZE else "batches up to 1,000 records"
+    print(f"producer: {batching}, linger.ms {LINGER_MS:g}, {BUFFER_RECORDS:,} records outstanding at most unthrottled", flush=True)
     print(f"local Ray, {os.cpu_count()} CPUs; RF 3, acks=all, min.insync.replicas 2, {RECORD_BYTES}-byte records; "
           f"{args.seconds:.0f} s measured per phase after {WARMUP_S:.0f} s warm-up; {args.repeat} round(s)", flush=True)
     rounds: list[list[dict]] = []

@@ -150,7 +150,8 @@ def protocol_command(kind: str, args: Any) -> api.ProtocolCommand:
         case "load":
             topics = None if args.topics is None else list(args.topics)
             return api.Load(args.producers, args.consumers, args.rate_per_s, args.message_bytes, args.acks, topics, args.duration_ms, args.idempotence(),
-                            args.config.buffer_memory, args.config.max_block_ms, args.config.delivery_timeout_ms)
+                            args.config.buffer_memory, args.config.max_block_ms, args.config.delivery_timeout_ms,
+                            args.config.linger_ms, args.config.batch_size)
         case "list_offsets":
             topic, p = split_partition_ref(args.partition)
             expected = args.expect

@@ -56,7 +56,10 @@ from .records import encode_records
 RETRY_BACKOFF_MS = 100  # retry.backoff.ms
 REQUEST_TIMEOUT_MS = 5_000  # an unanswered request is retried after this
 METADATA_TIMEOUT_MS = 1_000
+# A batch's bound when no `batch.size` is set (kraftlab's default, which the simulator's library and
+# sweeps were measured with); a `batch.size` (bytes, Kafka's meaning) replaces it.
 MAX_BATCH_RECORDS = 1_000
+LINGER_MS = 0  # linger.ms: 0 sends a partition's records as soon as none of its batches is in flight
 # An idempotent producer's id after its n-th sequence reset: its first id + n * this (client ids
 # are 1000 + their number, so no two producers ever share one).
 PRODUCER_ID_STRIDE = 1_000_000
@@ -257,6 +260,11 @@ class ProducerNode:
         self.last_load: LoadPlan | None = None
         self._now = 0.0
         self.load: LoadPlan | None = None
+        # Batching (Kafka's linger.ms and batch.size, set by a load's config): a partition's queued
+        # records wait until they fill `batch_size` bytes or the oldest has waited `linger_ms`.
+        # `batch_size` None: batches of at most MAX_BATCH_RECORDS records, sent at once.
+        self.linger_ms = LINGER_MS
+        self.batch_size: int | None = None
 
     # --- the role contract ------------------------------------------------------------------------
 
@@ -293,6 +301,8 @@ class ProducerNode:
         buffer_memory: int = BUFFER_MEMORY,
         max_block_ms: float = MAX_BLOCK_MS,
         delivery_timeout_ms: float = LOAD_DELIVERY_TIMEOUT_MS,
+        linger_ms: float = LINGER_MS,
+        batch_size: int | None = None,
     ) -> Output:
         """A local call: start open-loop load (the scenario `load` step), or unthrottled load
         (`rate_per_s` None, at most `buffer_records` outstanding; for benchmarks). `idempotent`:
@@ -305,6 +315,7 @@ class ProducerNode:
         plan = LoadPlan(list(partitions), rate_per_s, message_bytes, acks, now_ms, until_ms, idempotent, command_id=-1 - len(self.commands), buffer_records=buffer_records,
                         buffer_memory=buffer_memory, max_block_ms=max_block_ms, delivery_timeout_ms=delivery_timeout_ms)
         self.load = self.last_load = plan
+        self.linger_ms, self.batch_size = linger_ms, batch_size
         self.commands[plan.command_id] = CommandProgress(ProduceCommand(plan.command_id, "", 0, (), acks, idempotent, delivery_timeout_ms))
         out.emit(LoadStarted(rate_per_s, len(partitions), ACKS_NAMES[acks]))
         self._generate(now_ms, out)
@@ -438,6 +449,9 @@ class ProducerNode:
         self._expire(now_ms, out, due_in_flight)
         if self.metadata_wanted and self.metadata_request is None:
             self._refresh_metadata(now_ms, out)
+        for key in due:
+            if key not in self.in_flight:
+                self.sendable[key] = None  # a linger may be over
         self._send_ready(now_ms, out)
         for key in due:
             self._schedule(key)  # their heap entries were taken by `_due_keys`
@@ -500,6 +514,8 @@ class ProducerNode:
             while True:
                 b = self.in_flight.get(key)
                 if b is None and q:
+                    if not self._batch_ready(q, now_ms):
+                        break  # lingering: `_key_deadline` wakes the producer when it is over
                     b = self.in_flight[key] = self._new_batch(key, q, now_ms)
                 if b is None or b.retry_at_ms is None or now_ms < b.retry_at_ms:
                     break
@@ -509,6 +525,25 @@ class ProducerNode:
             self._schedule(key)
         if self.metadata_wanted and self.metadata_request is None and self.queued_records:
             self._refresh_metadata(now_ms, out)
+
+    def _batch_ready(self, q: deque[PendingRecord], now_ms: float) -> bool:
+        """Whether a partition's queued records make a batch to send now (Kafka's
+        RecordAccumulator.ready): always with linger.ms 0; else once they fill a batch, once the
+        oldest has waited linger.ms, or when no more records are coming soon: the load ended (as
+        close() flushes) or its send() is blocked on a full buffer (Kafka: the pool is exhausted)."""
+        if self.linger_ms <= 0 or q[0].created_ms + self.linger_ms <= now_ms:
+            return True
+        load = self.load
+        if load is None or load.blocked is not None:
+            return True
+        if self.batch_size is None:
+            return len(q) >= MAX_BATCH_RECORDS
+        size = 0
+        for r in q:
+            size += len(r.value) + RECORD_OVERHEAD_BYTES  # buffered_size
+            if size >= self.batch_size:
+                return True
+        return False
 
     def _queued(self, key: tuple[str, int], deadline_ms: float, count: int) -> None:
         """`count` records with this delivery deadline were queued for `key`."""
@@ -535,6 +570,8 @@ class ProducerNode:
         q = self.queues.get(key)
         if q and (deadline is None or q[0].deadline_ms < deadline):
             deadline = q[0].deadline_ms
+        if q and b is None and self.linger_ms > 0 and (deadline is None or q[0].created_ms + self.linger_ms < deadline):
+            deadline = q[0].created_ms + self.linger_ms  # its linger is over: send what waits
         return deadline
 
     def _schedule(self, key: tuple[str, int]) -> None:
@@ -602,8 +639,18 @@ class ProducerNode:
     def _new_batch(self, key: tuple[str, int], q: deque[PendingRecord], now_ms: float) -> InFlightBatch:
         first = q[0]
         records = [q.popleft()]
-        while q and len(records) < MAX_BATCH_RECORDS and q[0].acks == first.acks and q[0].idempotent == first.idempotent:
-            records.append(q.popleft())
+        if self.batch_size is None:
+            while q and len(records) < MAX_BATCH_RECORDS and q[0].acks == first.acks and q[0].idempotent == first.idempotent:
+                records.append(q.popleft())
+        else:
+            # batch.size bounds the batch's bytes (`buffered_size`); one record larger than it
+            # still goes, alone, as in Kafka.
+            size, limit = buffered_size(first.value), self.batch_size
+            while q and q[0].acks == first.acks and q[0].idempotent == first.idempotent:
+                size += len(q[0].value) + RECORD_OVERHEAD_BYTES
+                if size > limit:
+                    break
+                records.append(q.popleft())
         self.queued_records -= len(records)
         values = [r.value for r in records]
         payload = encode_records(self.node_id, [r.sequence for r in records], values)

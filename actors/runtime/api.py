@@ -95,6 +95,8 @@ class Load:
     buffer_memory: int = 33_554_432  # bytes a producer may hold (records waiting or in flight)
     max_block_ms: float = 60_000.0  # how long the generator's send() waits for buffer space
     delivery_timeout_ms: float = 30_000.0  # from a record's entry into the buffer
+    linger_ms: float = 0.0  # how long a partition's records may wait to fill a batch
+    batch_size: int | None = None  # a batch's bytes at most; None: at most 1,000 records
 
 
 @dataclass(frozen=True)

@@ -114,7 +114,8 @@ class Clients:
             rate = args.rate_per_s / args.producers
             cluster.invoke(name, lambda role, now, rate=rate: role.start_load(
                 partitions, rate, args.message_bytes, ACKS[args.acks], now, until, idempotent=args.idempotent,
-                buffer_memory=args.buffer_memory, max_block_ms=args.max_block_ms, delivery_timeout_ms=args.delivery_timeout_ms))
+                buffer_memory=args.buffer_memory, max_block_ms=args.max_block_ms, delivery_timeout_ms=args.delivery_timeout_ms,
+                linger_ms=args.linger_ms, batch_size=args.batch_size))
         for i in range(args.consumers):
             name = f"load-consumer-{len(self.consumers)}"
             self._add_consumer(name)

@@ -108,4 +108,8 @@ def test_producer_config_is_validated():
     with pytest.raises(ValidationError, match="buffer.memory"):
         LoadArgs(config={"buffer.memory": 0})
     with pytest.raises(ValidationError, match="linger"):
-        LoadArgs(config={"linger.ms": 5})
+        LoadArgs(config={"linger.ms": -1})
+    with pytest.raises(ValidationError, match="batch.size"):
+        LoadArgs(config={"batch.size": 0})
+    with pytest.raises(ValidationError, match="compression.type"):
+        LoadArgs(config={"compression.type": "lz4"})  # a producer setting kraftlab does not model
