@@ -224,7 +224,7 @@ def demo(runtime: str, address: str | None, out_dir: Path | None, analyze_too: b
 @main.command()
 @click.argument("run_dir", type=click.Path(path_type=Path))
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None, help="Output folder (default RUN_DIR/analysis).")
-@click.option("--engine", type=click.Choice(["raydp", "local"]), default="raydp", show_default=True, help="raydp: Spark on Ray (embedded local Ray, or --address); local: plain PySpark on one core.")
+@click.option("--engine", type=click.Choice(["raydp", "local"]), default="raydp", show_default=True, help="raydp: Spark on Ray (embedded local Ray, or --address); local: plain PySpark on this machine's cores.")
 @click.option("--address", default=None, help="Ray cluster to join (engine raydp); default RAY_ADDRESS, else an embedded local Ray.")
 def analyze(run_dir: Path, out_dir: Path | None, engine: str, address: str | None) -> None:
     """Check the event history of RUN_DIR (a run, or a campaign directory: every run as one

@@ -2,8 +2,12 @@
 `init_spark`) on an embedded local Ray, or on the cluster named by `--address`/RAY_ADDRESS.
 
 It lives here, at the top layer, because joining Ray goes through the one module allowed to touch
-Ray (actors/runtime/ray/adapter.py), which observability/ must not import. Sizes as the issue
-verified them on 2 cores: one executor with one core (two hang), 2 GB (1 GB overflowed the stack).
+Ray (actors/runtime/ray/adapter.py), which observability/ must not import. Sizes for 2 cores: one
+executor of 2 GB (1 GB overflowed the stack in a lost-write join) running two tasks at once
+(`spark.executor.cores`) while it reserves one Ray CPU (`spark.ray.actor.resource.cpu`, RayDP's key
+for what the executor's actor asks of Ray's scheduler). An executor asking Ray for both CPUs hangs
+RayDP here; two task slots on one reserved CPU run (10 million events: 139 s against 174 s with
+one slot, same checks.json).
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ from actors.runtime.ray import adapter
 from observability.analysis.session import APP_NAME, console_to_file, python_for_workers, spark_conf
 
 EXECUTORS = 1
-EXECUTOR_CORES = 1
+EXECUTOR_CORES = 2  # Spark's task slots in the executor
+EXECUTOR_RAY_CPUS = 1  # what the executor's actor reserves of Ray's CPUs
 EXECUTOR_MEMORY = "2GB"
 
 
@@ -33,7 +38,7 @@ def start(log_dir: Path, address: str | None = None):
         warnings.simplefilter("ignore")
         logging.getLogger("ray").setLevel(logging.ERROR)
         spark = raydp.init_spark(APP_NAME, num_executors=EXECUTORS, executor_cores=EXECUTOR_CORES,
-                                 executor_memory=EXECUTOR_MEMORY, configs=spark_conf(Path(log_dir)))
+                                 executor_memory=EXECUTOR_MEMORY, configs={**spark_conf(Path(log_dir)), "spark.ray.actor.resource.cpu": str(EXECUTOR_RAY_CPUS)})
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 

@@ -8,7 +8,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .anomalies import HistoryViews
 from .checks import campaign_checks, compute_run_results, overall_latency, run_checks, run_rows, timed
 from .loading import discover, load_history
 from .output import write_json_atomically, write_table_atomically
@@ -40,7 +39,7 @@ def analyze_run(run_dir: Path, out_dir: Path | None = None, engine: str = "local
     try:
         with timed(timings, "load_s"):
             history = load_history(spark, dataset)
-            views = HistoryViews.of(history).cache()
+            views = history.views
         results, anomalies, _ = compute_run_results(history, views, dataset, timings)
         with timed(timings, "windows_s"):
             windows, partition_states, durations = compute_windows(history, dataset.runs)
@@ -58,7 +57,6 @@ def analyze_run(run_dir: Path, out_dir: Path | None = None, engine: str = "local
             write_dataframe(out_dir / "partitions.parquet", partition_figures(history, partition_states, durations), PARTITIONS)
         windows.unpersist()
         partition_states.unpersist()
-        views.unpersist()
         history.unpersist()
     finally:
         if own:

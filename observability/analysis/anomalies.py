@@ -45,14 +45,14 @@ class Anomaly:
 class HistoryViews:
     """The rows the checks read, each selected once from the history."""
 
-    acks: DataFrame  # produce_ack: run, producer, sequence, topic, partition, acks, outcome, offset, latency_ms
+    acks: DataFrame  # produce_ack: run, time_ms, producer, sequence, topic, partition, acks, outcome, offset, latency_ms
     consumes: DataFrame  # consume: run, consumer, poll, topic, partition, offset, producer, sequence, incarnation, node_seq
     final: DataFrame  # final_read: run, topic, partition, offset, producer, sequence (distinct: replicas repeat rows)
 
     @classmethod
     def of(cls, history: DataFrame) -> HistoryViews:
         acks = history.where(F.col("kind") == "produce_ack").select(
-            "run", "producer", "sequence", "topic", "partition", "acks", "outcome", "offset", "latency_ms")
+            "run", "time_ms", "producer", "sequence", "topic", "partition", "acks", "outcome", "offset", "latency_ms")
         consumes = history.where(F.col("kind") == "consume").select(
             "run", "consumer", "poll", "topic", "partition", "offset", "producer", "sequence", "incarnation", "node_seq")
         final = history.where(F.col("kind") == "final_read").select(
@@ -60,10 +60,9 @@ class HistoryViews:
         return cls(acks, consumes, final)
 
     def cache(self) -> HistoryViews:
-        """Keep the three views in memory: about ten jobs read each, and scanning a view's few
-        columns of one kind beats filtering the whole cached history again each time."""
+        """Keep the three views in memory, built now: about ten jobs read each."""
         for df in (self.acks, self.consumes, self.final):
-            df.cache()
+            df.cache().count()
         return self
 
     def unpersist(self) -> None:
@@ -229,7 +228,8 @@ def unseen(views: HistoryViews, checked_runs: list[str]) -> Anomaly:
 
 def find_anomalies(history: DataFrame, views: HistoryViews) -> tuple[dict[str, Anomaly], dict[str, tuple[bool, str]]]:
     """Every anomaly of the contract, by name (all present), and per run how `unseen` was decided
-    (runs absent: not checked, `NOT_CHECKED`)."""
+    (runs absent: not checked, `NOT_CHECKED`). `history`: rows of the history holding at least
+    its `consumer_done` rows (loading.History.control)."""
     follows = following_reads(views, history).cache()
     unseen_rule = consumers_ran_to_the_end(history)
     found = {

@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from .anomalies import EXAMPLES, NAMES, NOT_CHECKED, Anomaly, HistoryViews, find_anomalies, lost_writes
 from .completeness import incomplete_reasons
 from .invariants import merged, recheck_invariants, summary_violations
-from .loading import Dataset
+from .loading import Dataset, History
 
 @contextmanager
 def timed(timings: dict[str, float], name: str) -> Iterator[None]:
@@ -63,7 +63,7 @@ def _latency_json(row) -> dict[str, Any] | None:
 def run_stats(history: DataFrame, views: HistoryViews) -> dict[str, dict[str, Any]]:
     """Per run: the counts, the final read's size, the lost writes by acks setting, the exact
     produce latency percentiles over every record acknowledged ok (the run summary's are an
-    HdrHistogram's, within 1%)."""
+    HdrHistogram's, within 1%). `history`: every row (loading.History.rows)."""
     k = F.col("kind")
     rows = history.groupBy("run").agg(
         F.count(F.lit(1)).alias("events"),
@@ -102,19 +102,19 @@ def _verdict(reasons: list[str], anomalies: dict[str, int], invariants: dict[str
     return not any(anomalies.values()) and not invariants
 
 
-def compute_run_results(history: DataFrame, views: HistoryViews, dataset: Dataset,
+def compute_run_results(history: History, views: HistoryViews, dataset: Dataset,
                         timings: dict[str, float] | None = None) -> tuple[dict[str, RunResult], dict[str, Anomaly], dict[str, Any]]:
     """Every run's result, the anomalies over all runs (with examples), and what decided
     `unseen` per run. `timings`: seconds spent per phase are added to it."""
     timings = timings if timings is not None else {}
     with timed(timings, "anomalies_s"):
-        anomalies, unseen_rule = find_anomalies(history, views)
+        anomalies, unseen_rule = find_anomalies(history.control, views)
     with timed(timings, "completeness_s"):
-        reasons = incomplete_reasons(history)
+        reasons = incomplete_reasons(history.rows)
     with timed(timings, "invariants_s"):
-        spark_found = recheck_invariants(history)
+        spark_found = recheck_invariants(history.control)
     with timed(timings, "stats_s"):
-        stats = run_stats(history, views)
+        stats = run_stats(history.rows, views)
     results: dict[str, RunResult] = {}
     for run, run_dir in dataset.runs.items():
         online, source = summary_violations(run_dir)

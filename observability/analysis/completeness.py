@@ -1,7 +1,8 @@
 """When the history cannot give a verdict (`valid: "unknown"`), and why.
 
 - a `node_seq` gap: each (node, incarnation) numbers its rows from 0 without gaps, so fewer
-  distinct numbers than max + 1 means rows were lost (one aggregation per group, no window);
+  distinct numbers than max + 1 means rows were lost (no window, no sort of every row: see
+  `DISTINCT_NODE_SEQ`);
 - records were produced but there is no final read: without the committed log at the end, every
   acknowledged record would look lost. A final read that completed (`final_read_done`, `complete`)
   and found an empty log is an answer, not a missing one (a re-elected replica that lost its log,
@@ -17,14 +18,22 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 GAP_EXAMPLES = 5
+# The distinct `node_seq` of a group, exactly, as Spark 3.5's bitmaps count them: each bucket of
+# 32,768 consecutive numbers gets a bitmap of the numbers present; a group's distinct count is the
+# sum over its buckets. A `countDistinct` made Spark shuffle every row (10 million: 23 s on one
+# core here, against 4 s this way, same counts).
+DISTINCT_NODE_SEQ = "bitmap_count(bitmap_construct_agg(bitmap_bit_position(node_seq)))"
 
 
 def incomplete_reasons(history: DataFrame) -> dict[str, list[str]]:
     """Per run, why its history is incomplete; runs whose history is complete are absent."""
     reasons: dict[str, list[str]] = {}
-    gaps = (history.groupBy("run", "node", "incarnation")
-            .agg(F.min("node_seq").alias("first"), F.max("node_seq").alias("last"),
-                 F.countDistinct("node_seq").alias("n"))
+    group = ["run", "node", "incarnation"]
+    buckets = (history.groupBy(*group, F.expr("bitmap_bucket_number(node_seq)").alias("bucket"))
+               .agg(F.min("node_seq").alias("first"), F.max("node_seq").alias("last"),
+                    F.expr(DISTINCT_NODE_SEQ).alias("n")))
+    gaps = (buckets.groupBy(*group)
+            .agg(F.min("first").alias("first"), F.max("last").alias("last"), F.sum("n").alias("n"))
             .where((F.col("first") != 0) | (F.col("n") != F.col("last") + 1))
             .orderBy("run", "node", "incarnation").collect())
     per_run_gaps: dict[str, list] = {}

@@ -21,6 +21,8 @@ from pyspark.sql import functions as F
 
 from observability.events import UNCLEAN_ELECTIONS
 
+from .loading import History
+
 SCHEMA = pa.schema([
     ("run", pa.string()),
     ("topic", pa.string()),
@@ -42,12 +44,12 @@ SCHEMA = pa.schema([
 KEY = ["run", "topic", "partition"]
 
 
-def partition_figures(history: DataFrame, seconds: DataFrame, durations: dict[str, float]) -> DataFrame:
+def partition_figures(history: History, seconds: DataFrame, durations: dict[str, float]) -> DataFrame:
     """The rows of partitions.parquet (SCHEMA's columns), ordered by run, topic, partition.
     `seconds`: windows.py's `partition_seconds`."""
-    spark = history.sparkSession
+    spark = history.rows.sparkSession
     outcome = F.col("outcome")
-    acks = (history.where(F.col("kind") == "produce_ack").groupBy(*KEY)
+    acks = (history.views.acks.groupBy(*KEY)
             .agg(F.sum((outcome == "ok").cast("long")).alias("acked"),
                  F.sum((outcome == "fail").cast("long")).alias("failed"),
                  F.sum((outcome == "info").cast("long")).alias("indeterminate"),
@@ -57,7 +59,7 @@ def partition_figures(history: DataFrame, seconds: DataFrame, durations: dict[st
               .agg(F.sum(F.col("offline").cast("long")).alias("offline_s"),
                    F.sum(F.col("under_min_isr").cast("long")).alias("under_min_isr_s")))
     # Every voter reports each election: one per committed metadata offset.
-    elections = (history.where(F.col("kind") == "election")
+    elections = (history.control.where(F.col("kind") == "election")
                  .select(*KEY, "metadata_offset", "election_kind").distinct().groupBy(*KEY)
                  .agg(F.count(F.lit(1)).alias("elections"),
                       F.sum(F.col("election_kind").isin(*UNCLEAN_ELECTIONS).cast("long")).alias("unclean_elections")))

@@ -2,9 +2,11 @@
 Ray through RayDP (`raydp`, started by kraftlab/spark_on_ray.py with the settings defined here:
 joining Ray goes through actors/runtime/ray/adapter.py, which this layer must not import).
 
-Sized for small machines on purpose: one core (`local[1]`, or one executor with one core: two
-executor cores on a 2-core machine hang RayDP) and few shuffle partitions (the histories of one
-run are small; the default 200 partitions would cost more in scheduling than the jobs themselves).
+Sized for small machines on purpose: every core for tasks (`local[*]`; RayDP: one executor running
+two tasks at once while it reserves one Ray CPU, see kraftlab/spark_on_ray.py) and few shuffle
+partitions (the histories of one run are small; the default 200 partitions would cost more in
+scheduling than the jobs themselves). The driver's Python waits while Spark works, so the tasks
+can have the cores.
 Spark's own log4j output goes to a file (`spark.log` in the output directory), so that no JVM
 warning or Java stack trace reaches the console.
 """
@@ -86,11 +88,11 @@ def python_for_workers() -> None:
 
 
 def start_local(log_dir: Path):
-    """Plain PySpark on one local core."""
+    """Plain PySpark on this machine's cores."""
     from pyspark.sql import SparkSession
 
     python_for_workers()
-    builder = SparkSession.builder.master("local[1]").appName(APP_NAME)
+    builder = SparkSession.builder.master("local[*]").appName(APP_NAME)
     for key, value in spark_conf(Path(log_dir)).items():
         builder = builder.config(key, value)
     with console_to_file(Path(log_dir)):

@@ -29,6 +29,7 @@ from pyspark.sql import functions as F
 from observability.events import FAULT_TARGET_SEPARATORS, NETWORK_FAULTS, NODE_FAULTS
 
 from .committed import committed_partitions
+from .loading import History
 from .output import atomic_path
 
 WINDOW_MS = 1000
@@ -161,10 +162,10 @@ def fault_windows(history: DataFrame, last: DataFrame) -> DataFrame:
             .groupBy("run", "second").agg(F.count(F.lit(1)).alias("faults_active")))
 
 
-def ack_windows(history: DataFrame) -> DataFrame:
+def ack_windows(acks: DataFrame) -> DataFrame:
     """Per run and second with acks: records acknowledged ok, and their latencies (exact
-    percentiles: Spark's `percentile`, linear interpolation)."""
-    return (history.where((F.col("kind") == "produce_ack") & (F.col("outcome") == "ok"))
+    percentiles: Spark's `percentile`, linear interpolation). `acks`: the produce_ack rows."""
+    return (acks.where(F.col("outcome") == "ok")
             .withColumn("second", F.floor(F.col("time_ms") / WINDOW_MS).cast("long"))
             .groupBy("run", "second")
             .agg(F.count(F.lit(1)).alias("acked"),
@@ -172,20 +173,20 @@ def ack_windows(history: DataFrame) -> DataFrame:
                  F.max("latency_ms").alias("latency_max_ms")))
 
 
-def compute_windows(history: DataFrame, runs: dict[str, Path]) -> tuple[DataFrame, DataFrame, dict[str, float]]:
+def compute_windows(history: History, runs: dict[str, Path]) -> tuple[DataFrame, DataFrame, dict[str, float]]:
     """The windows of every run (a DataFrame with SCHEMA's columns, cached), each partition's
     state per second (`partition_seconds`, cached: partitions.py reads it too), and each run's
-    duration in seconds (max time_ms / 1000: run time starts at 0)."""
-    ends = history.groupBy("run").agg(F.max("time_ms").alias("last_ms")).collect()
+    duration in seconds (max time_ms / 1000 over every row: run time starts at 0)."""
+    ends = history.rows.groupBy("run").agg(F.max("time_ms").alias("last_ms")).collect()
     durations = {r["run"]: float(r["last_ms"] or 0.0) / 1000.0 for r in ends}
-    last = history.sparkSession.createDataFrame(
+    last = history.rows.sparkSession.createDataFrame(
         [(r["run"], int((r["last_ms"] or 0.0) // WINDOW_MS)) for r in ends], "run string, last_second long")
     seconds = last.select("run", F.explode(F.sequence(F.lit(0).cast("long"), F.col("last_second"))).alias("second"))
-    states = partition_seconds(history, runs, last).cache()
+    states = partition_seconds(history.control, runs, last).cache()
     keys = ["run", "second"]
-    df = (seconds.join(ack_windows(history), keys, "left")
+    df = (seconds.join(ack_windows(history.views.acks), keys, "left")
           .join(partition_windows(states), keys, "left")
-          .join(fault_windows(history, last), keys, "left")
+          .join(fault_windows(history.control, last), keys, "left")
           .select("run", F.col("second").cast("long"),
                   F.coalesce(F.col("acked"), F.lit(0)).cast("long").alias("acked"),
                   (F.coalesce(F.col("acked"), F.lit(0)) / F.lit(WINDOW_MS / 1000)).cast("double").alias("acked_per_s"),

@@ -183,3 +183,27 @@ def test_online_invariant_violations_from_the_summary_make_the_history_invalid(s
     assert checks["invariants"] == {"LeaderCompleteness": {"count": 3, "examples": [{"at_ms": 12.5, "detail": "t-0: ..."}],
                                                            "source": "online"}}
     assert checks["valid"] is False
+
+
+def test_node_seq_gaps_are_found_exactly_across_bitmap_buckets(spark):
+    # The distinct count sums Spark's bitmaps of 32,768 numbers each (completeness.py): a group
+    # spanning several buckets, a gap at a bucket's edge, duplicates hiding a gap from a row count.
+    from observability.analysis.completeness import incomplete_reasons
+
+    def rows(node: str, numbers) -> list[tuple]:
+        return [("r", node, 0, n) for n in numbers]
+
+    whole = rows("whole", range(70_000))
+    edge = rows("edge", [n for n in range(70_000) if n != 32_768])  # 32,768 ends bucket 1
+    # as many rows as 0..69,999 would have, 65,536 written twice and 40,000 missing
+    hidden = rows("hidden", [n for n in range(70_000) if n != 40_000] + [65_536])
+    late = rows("late", range(1, 100))  # does not start at 0
+    df = spark.createDataFrame(whole + edge + hidden + late, "run string, node string, incarnation int, node_seq long")
+    df = df.selectExpr("*", "CAST(NULL AS STRING) AS kind", "CAST(NULL AS BOOLEAN) AS complete",
+                       "CAST(NULL AS STRING) AS topic", "CAST(NULL AS INT) AS partition", "CAST(NULL AS INT) AS broker")
+    reasons = incomplete_reasons(df)["r"]
+    assert reasons == [
+        "node_seq gap: node edge incarnation 0 has 69999 rows numbered 0..69999",
+        "node_seq gap: node hidden incarnation 0 has 69999 rows numbered 0..69999",
+        "node_seq gap: node late incarnation 0 has 99 rows numbered 1..99",
+    ]

@@ -190,7 +190,7 @@ def found(spark, tmp_path_factory):
     root = tmp_path_factory.mktemp("invariants")
     for name, (history, _) in CASES.items():
         history.write(root / "runs" / name)
-    return recheck_invariants(load_history(spark, discover(root)))
+    return recheck_invariants(load_history(spark, discover(root)).control)
 
 
 @pytest.mark.parametrize("case", list(CASES))
