@@ -24,6 +24,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/sim_throughput.py
 	$(BIN)/python bench/sim_scale.py --partitions 10 100 1000
 	$(BIN)/python bench/ray_throughput.py
+	$(BIN)/python bench/ray_profile.py
 	$(BIN)/python bench/ray_observation.py
 	$(BIN)/python bench/campaign_rate.py
 
