@@ -449,9 +449,10 @@ class ProducerNode:
         self._expire(now_ms, out, due_in_flight)
         if self.metadata_wanted and self.metadata_request is None:
             self._refresh_metadata(now_ms, out)
-        for key in due:
-            if key not in self.in_flight:
-                self.sendable[key] = None  # a linger may be over
+        if self.linger_ms > 0:
+            for key in due:
+                if key not in self.in_flight:
+                    self.sendable[key] = None  # its linger may be over
         self._send_ready(now_ms, out)
         for key in due:
             self._schedule(key)  # their heap entries were taken by `_due_keys`
@@ -540,7 +541,7 @@ class ProducerNode:
             return len(q) >= MAX_BATCH_RECORDS
         size = 0
         for r in q:
-            size += len(r.value) + RECORD_OVERHEAD_BYTES  # buffered_size
+            size += buffered_size(r.value)
             if size >= self.batch_size:
                 return True
         return False

@@ -39,15 +39,14 @@ def analyze_run(run_dir: Path, out_dir: Path | None = None, engine: str = "local
     try:
         with timed(timings, "load_s"):
             history = load_history(spark, dataset)
-            views = history.views
-        results, anomalies, _ = compute_run_results(history, views, dataset, timings)
+        results, anomalies, _ = compute_run_results(history, dataset, timings)
         with timed(timings, "windows_s"):
             windows, partition_states, durations = compute_windows(history, dataset.runs)
             for run, figures in window_stats(windows, durations).items():
                 results[run].stats.update(figures)
                 results[run].stats["duration_s"] = durations[run]
         if dataset.campaign:
-            latency = overall_latency(views)
+            latency = overall_latency(history.views)
             checks = campaign_checks(dataset, results, anomalies, latency, engine)
         else:
             checks = run_checks(next(iter(results.values())), anomalies, engine)

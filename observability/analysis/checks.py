@@ -102,11 +102,12 @@ def _verdict(reasons: list[str], anomalies: dict[str, int], invariants: dict[str
     return not any(anomalies.values()) and not invariants
 
 
-def compute_run_results(history: History, views: HistoryViews, dataset: Dataset,
+def compute_run_results(history: History, dataset: Dataset,
                         timings: dict[str, float] | None = None) -> tuple[dict[str, RunResult], dict[str, Anomaly], dict[str, Any]]:
     """Every run's result, the anomalies over all runs (with examples), and what decided
     `unseen` per run. `timings`: seconds spent per phase are added to it."""
     timings = timings if timings is not None else {}
+    views = history.views
     with timed(timings, "anomalies_s"):
         anomalies, unseen_rule = find_anomalies(history.control, views)
     with timed(timings, "completeness_s"):

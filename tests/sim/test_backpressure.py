@@ -14,10 +14,9 @@ import pytest
 
 from actors.clients.producer import REQUEST_TIMEOUT_MS
 from observability.events import LoadThrottled, ProduceAck, ProduceSend
-from workloads.drivers import sim_cluster
-from workloads.scenario.loading import validate
 from workloads.scenario.schema import LoadArgs
-from workloads.steps import protocol_command
+
+from .load_world import one_partition_load
 
 RATE = 1_000  # records/s
 RECORD = 100 + 70  # message_bytes + RECORD_OVERHEAD_BYTES
@@ -52,14 +51,8 @@ def outage_run(**config):
             if clock["heal"] is not None and rec.time_ms >= clock["heal"] + REQUEST_TIMEOUT_MS + 1_000:
                 history["throttled once the lost request timed out"] += ev.count
 
-    scenario = validate({
-        "name": "backpressure",
-        "cluster": {"brokers": 3, "controllers": 1, "config": {"min.insync.replicas": 2}},
-        "topics": [{"name": "t", "partitions": 1, "replication_factor": 3}],
-    }, "test_backpressure.py")
-    c = sim_cluster(scenario, event_sinks=[count])
     load = LoadArgs(producers=1, rate_per_s=RATE, message_bytes=100, acks="all", duration_ms=16_000, config=config)
-    c.clients.load(protocol_command("load", load), {"t": 1})
+    c = one_partition_load("backpressure", load, count)
     c.run_for(3_000)
     clock["outage"] = c.now_ms
     c.isolate(PRODUCER)

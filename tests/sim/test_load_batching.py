@@ -9,10 +9,9 @@ the batches from the history: one `produce_attempt` row per batch sent."""
 from statistics import median
 
 from observability.events import ProduceAck, ProduceAttempt
-from workloads.drivers import sim_cluster
-from workloads.scenario.loading import validate
 from workloads.scenario.schema import LoadArgs
-from workloads.steps import protocol_command
+
+from .load_world import one_partition_load
 
 RECORD = 100 + 70  # a 100-byte record's share of batch.size (its value and 70 bytes of overhead)
 
@@ -29,15 +28,9 @@ def batches_and_latencies(rate_per_s: float, config: dict) -> tuple[list[int], l
         elif isinstance(rec.event, ProduceAck) and rec.event.outcome == "ok":
             latencies.extend(rec.event.latencies_ms)
 
-    scenario = validate({
-        "name": "load-batching",
-        "cluster": {"brokers": 3, "controllers": 1, "config": {"min.insync.replicas": 2}},
-        "topics": [{"name": "t", "partitions": 1, "replication_factor": 3}],
-    }, "test_load_batching.py")
-    c = sim_cluster(scenario, event_sinks=[watch])
     load = LoadArgs.model_validate({"producers": 1, "rate_per_s": rate_per_s, "message_bytes": 100, "acks": "all",
                                     "duration_ms": 2_000, "config": config})
-    c.clients.load(protocol_command("load", load), {"t": 1})
+    c = one_partition_load("load-batching", load, watch)
     c.run_for(3_000)
     c.clients.finish()
     assert c.view().acked_lost() == 0 and c.violations() == []

@@ -10,10 +10,9 @@ from statistics import median
 
 from actors.clients.producer import LOAD_TICK_MS
 from observability.events import LoadStarted, ProduceSend
-from workloads.drivers import sim_cluster
-from workloads.scenario.loading import validate
 from workloads.scenario.schema import LoadArgs
-from workloads.steps import protocol_command
+
+from .load_world import one_partition_load
 
 RATE = 20_000  # records/s: a batch acknowledged every few ms, between the rounds
 
@@ -28,14 +27,8 @@ def test_load_rounds_fall_every_10_ms_on_the_grid_while_acknowledgements_arrive(
         elif isinstance(rec.event, ProduceSend) and (not rounds or rounds[-1] != rec.time_ms):
             rounds.append(rec.time_ms)
 
-    scenario = validate({
-        "name": "load-rounds",
-        "cluster": {"brokers": 3, "controllers": 1, "config": {"min.insync.replicas": 2}},
-        "topics": [{"name": "t", "partitions": 1, "replication_factor": 3}],
-    }, "test_load_rounds.py")
-    c = sim_cluster(scenario, event_sinks=[watch])
     load = LoadArgs(producers=1, rate_per_s=RATE, message_bytes=100, acks="all", duration_ms=2_000)
-    c.clients.load(protocol_command("load", load), {"t": 1})
+    c = one_partition_load("load-rounds", load, watch)
     c.run_for(2_500)
     c.clients.finish()
 
