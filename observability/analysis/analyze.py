@@ -39,9 +39,9 @@ def analyze_run(run_dir: Path, out_dir: Path | None = None, engine: str = "local
     try:
         with timed(timings, "load_s"):
             history = load_history(spark, dataset)
-        results, anomalies, _ = compute_run_results(history, dataset, timings)
+        results, anomalies, _, census = compute_run_results(history, dataset, timings)
         with timed(timings, "windows_s"):
-            windows, partition_states, durations = compute_windows(history, dataset.runs)
+            windows, partition_states, durations = compute_windows(history, dataset.runs, census.last_ms)
             for run, figures in window_stats(windows, durations).items():
                 results[run].stats.update(figures)
                 results[run].stats["duration_s"] = durations[run]

@@ -16,8 +16,8 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from .anomalies import EXAMPLES, NAMES, NOT_CHECKED, Anomaly, HistoryViews, find_anomalies, lost_writes
-from .completeness import incomplete_reasons
+from .anomalies import EXAMPLES, NAMES, NOT_CHECKED, Anomaly, HistoryViews, find_anomalies
+from .completeness import Census, take_census
 from .invariants import merged, recheck_invariants, summary_violations
 from .loading import Dataset, History
 
@@ -60,28 +60,13 @@ def _latency_json(row) -> dict[str, Any] | None:
     return {"count": row["count"], "p50": p50, "p99": p99, "p999": p999, "max": row["max"], "method": LATENCY_METHOD}
 
 
-def run_stats(history: DataFrame, views: HistoryViews) -> dict[str, dict[str, Any]]:
-    """Per run: the counts, the final read's size, the lost writes by acks setting, the exact
-    produce latency percentiles over every record acknowledged ok (the run summary's are an
-    HdrHistogram's, within 1%). `history`: every row (loading.History.rows)."""
-    k = F.col("kind")
-    rows = history.groupBy("run").agg(
-        F.count(F.lit(1)).alias("events"),
-        F.sum((k == "produce_send").cast("long")).alias("sent"),
-        F.sum(((k == "produce_ack") & (F.col("outcome") == "ok")).cast("long")).alias("acked"),
-        F.sum(((k == "produce_ack") & (F.col("outcome") == "fail")).cast("long")).alias("failed"),
-        # Jepsen's indeterminate operations: an attempt may have been appended; neither lost nor required.
-        F.sum(((k == "produce_ack") & (F.col("outcome") == "info")).cast("long")).alias("indeterminate"),
-        F.sum((k == "consume").cast("long")).alias("consumed"),
-    ).collect()
-    stats = {r["run"]: {name: int(r[name] or 0) for name in COUNTS} for r in rows}
-    for s in stats.values():
-        s["final_read"] = 0
-        s["lost_by_acks"] = {}
-    for r in views.final.groupBy("run").agg(F.countDistinct("producer", "sequence").alias("n")).collect():
-        stats[r["run"]]["final_read"] = int(r["n"])
-    for r in lost_writes(views).groupBy("run", "acks").agg(F.count(F.lit(1)).alias("n")).orderBy("run", "acks").collect():
-        stats[r["run"]]["lost_by_acks"][r["acks"]] = int(r["n"])
+def run_stats(census: Census, views: HistoryViews, record_stats: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per run: the counts (`census`), the final read's size and the lost writes by acks setting
+    (`record_stats`, anomalies.record_anomalies), the exact produce latency percentiles over every
+    record acknowledged ok (the run summary's are an HdrHistogram's, within 1%)."""
+    stats = {run: {name: counts[name] for name in COUNTS} for run, counts in census.counts.items()}
+    for run, s in stats.items():
+        s.update(record_stats.get(run, {"final_read": 0, "lost_by_acks": {}}))
     for r in _latency(views.acks, ["run"]).collect():
         latency = _latency_json(r)
         if latency is not None:
@@ -102,20 +87,21 @@ def _verdict(reasons: list[str], anomalies: dict[str, int], invariants: dict[str
     return not any(anomalies.values()) and not invariants
 
 
-def compute_run_results(history: History, dataset: Dataset,
-                        timings: dict[str, float] | None = None) -> tuple[dict[str, RunResult], dict[str, Anomaly], dict[str, Any]]:
-    """Every run's result, the anomalies over all runs (with examples), and what decided
-    `unseen` per run. `timings`: seconds spent per phase are added to it."""
+def compute_run_results(history: History, dataset: Dataset, timings: dict[str, float] | None = None
+                        ) -> tuple[dict[str, RunResult], dict[str, Anomaly], dict[str, Any], Census]:
+    """Every run's result, the anomalies over all runs (with examples), what decided `unseen` per
+    run, and the census (completeness.py). `timings`: seconds spent per phase are added to it."""
     timings = timings if timings is not None else {}
     views = history.views
+    with timed(timings, "census_s"):
+        census = take_census(history.rows, history.control)
+        reasons = census.reasons
     with timed(timings, "anomalies_s"):
-        anomalies, unseen_rule = find_anomalies(history.control, views)
-    with timed(timings, "completeness_s"):
-        reasons = incomplete_reasons(history.rows)
+        anomalies, unseen_rule, record_stats = find_anomalies(history.control, views)
     with timed(timings, "invariants_s"):
         spark_found = recheck_invariants(history.control)
     with timed(timings, "stats_s"):
-        stats = run_stats(history.rows, views)
+        stats = run_stats(census, views, record_stats)
     results: dict[str, RunResult] = {}
     for run, run_dir in dataset.runs.items():
         online, source = summary_violations(run_dir)
@@ -127,7 +113,7 @@ def compute_run_results(history: History, dataset: Dataset,
         run_stats_["invariants_source"] = f"spark (re-checked: the history) and {source} (online)"
         results[run] = RunResult(run, _verdict(reasons.get(run, []), counts, invariants), reasons.get(run, []),
                                  counts, invariants, run_stats_)
-    return results, anomalies, unseen_rule
+    return results, anomalies, unseen_rule, census
 
 
 def run_checks(result: RunResult, anomalies: dict[str, Anomaly], engine: str) -> dict[str, Any]:

@@ -167,9 +167,12 @@ COLUMNS = ("time_ms", "node", "incarnation", "node_seq", "kind", "producer", "se
            "hwm", "last_epoch", "from_offset", "reason")
 
 
-# The record-level kinds: most of a history's rows (a record is sent, acknowledged, consumed and
-# found by the final read: four rows or more), read only through their views (`HistoryViews`).
-RECORD_KINDS = ("produce_send", "produce_ack", "produce_attempt", "consume", "final_read")
+# The protocol's kinds the checks read (`History.control`): committed metadata, elections, roles,
+# replicas' HWMs and cuts, faults, and how the load consumers and the final read ended. Not the
+# appends (a tenth of the rows; no check reads them) nor storage and Raft log details.
+CONTROL_KINDS = ("partition_change", "broker_change", "election", "raft_leader_elected", "become_leader",
+                 "become_follower", "broker_registered", "replica_recovered", "replica_hwm", "replica_deleted",
+                 "truncated", "beyond_tolerance", "fault", "consumer_done", "final_read_done")
 
 
 @dataclass
@@ -179,13 +182,15 @@ class History:
     Why not one cached DataFrame of every row: building Spark's in-memory cache costs about 3 µs a
     row for the 38 columns (33 s of 10 million rows here, where a scan of the files for a few
     columns takes 1-3 s), and a cache that size no longer fits a small executor, so every later job
-    spilled or read it again. So each reader gets what it needs: the record-level rows as narrow
-    views, the rest (a tenth of the rows) cached whole, and the few whole-history aggregations
-    (counts, `node_seq` completeness, durations) scan the files."""
+    spilled or read it again. Caching the record-level rows as narrow views cost 20 s of the 30 s
+    left, for jobs that each read a view once or twice. So the record-level rows are scanned from
+    the files by the few jobs that read them (anomalies.py aggregates them once per record, and
+    caches that), the protocol's rows the checks read (a twentieth of the rows, read by twenty
+    jobs) are cached whole, and the whole-history aggregations scan the files."""
 
     rows: DataFrame  # every row (`run` and COLUMNS), not cached: scanned by whole-history aggregations
-    control: DataFrame  # cached: every row whose kind is not in RECORD_KINDS (the protocol's events)
-    views: HistoryViews  # cached: the record-level rows the anomaly checks read
+    control: DataFrame  # cached: the rows of CONTROL_KINDS (the protocol's events the checks read)
+    views: HistoryViews  # the record-level rows the anomaly checks read, as selections of `rows`
 
     def unpersist(self) -> None:
         self.views.unpersist()
@@ -211,9 +216,9 @@ def load_history(spark, dataset: Dataset) -> History:
         rows = df.select(run.alias("run"), *cols)
         # Building the control cache decodes every page of every column read (a filter applies
         # after a page is decoded), so a corrupt page anywhere fails here.
-        control = rows.where(~F.col("kind").isin(*RECORD_KINDS)).cache()
+        control = rows.where(F.col("kind").isin(*CONTROL_KINDS)).cache()
         control.count()
-        views = HistoryViews.of(rows).cache()
+        views = HistoryViews.of(rows)
     except (PySparkException, Py4JError) as exc:
         where = dataset.root if dataset.campaign else dataset.root / "events"
         raise AnalysisInputError(f"{where}: Spark could not read the history ({_java_reason(exc)})") from None

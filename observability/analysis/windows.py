@@ -173,14 +173,15 @@ def ack_windows(acks: DataFrame) -> DataFrame:
                  F.max("latency_ms").alias("latency_max_ms")))
 
 
-def compute_windows(history: History, runs: dict[str, Path]) -> tuple[DataFrame, DataFrame, dict[str, float]]:
+def compute_windows(history: History, runs: dict[str, Path], last_ms: dict[str, float]
+                    ) -> tuple[DataFrame, DataFrame, dict[str, float]]:
     """The windows of every run (a DataFrame with SCHEMA's columns, cached), each partition's
     state per second (`partition_seconds`, cached: partitions.py reads it too), and each run's
-    duration in seconds (max time_ms / 1000 over every row: run time starts at 0)."""
-    ends = history.rows.groupBy("run").agg(F.max("time_ms").alias("last_ms")).collect()
-    durations = {r["run"]: float(r["last_ms"] or 0.0) / 1000.0 for r in ends}
+    duration in seconds (max time_ms / 1000 over every row: run time starts at 0). `last_ms`:
+    per run, its greatest time_ms (completeness.Census)."""
+    durations = {run: ms / 1000.0 for run, ms in last_ms.items()}
     last = history.rows.sparkSession.createDataFrame(
-        [(r["run"], int((r["last_ms"] or 0.0) // WINDOW_MS)) for r in ends], "run string, last_second long")
+        [(run, int(ms // WINDOW_MS)) for run, ms in sorted(last_ms.items())], "run string, last_second long")
     seconds = last.select("run", F.explode(F.sequence(F.lit(0).cast("long"), F.col("last_second"))).alias("second"))
     states = partition_seconds(history.control, runs, last).cache()
     keys = ["run", "second"]

@@ -67,6 +67,21 @@ def test_duplicate(spark, tmp_path):
     assert [a["offset"] for a in example["at"]] == [4, 5]
 
 
+def test_every_replica_reading_a_record_at_the_same_place_is_no_duplicate(spark, tmp_path):
+    # With no leader at the end, the final read reads every replica's log (its rows repeat): a
+    # record found at one place by three replicas is one record at one place; record 4 is at
+    # offset 4 on two replicas and at offset 5 on the third, so it is at two places.
+    h = produced().consume(LOAD_CONSUMER, 0, range(5)).consumer_done()
+    for broker in (1, 2, 3):
+        h = h.final(0, range(4), broker=broker).final_done(broker=broker)
+    h = h.final(4, [4], broker=1).final(4, [4], broker=2).final(5, [4], broker=3)
+    checks = analyze(spark, h, tmp_path)
+    assert counts(checks) == only("duplicate", 1)
+    (example,) = checks["anomalies"]["duplicate"]["examples"]
+    assert (example["sequence"], [a["offset"] for a in example["at"]]) == (4, [4, 5])
+    assert checks["stats"]["final_read"] == 5  # distinct records, not rows
+
+
 def test_inconsistent_offsets(spark, tmp_path):
     # The consumer read records 3 and 4 at each other's offsets: two offsets, two records each.
     h = (produced().consume(LOAD_CONSUMER, 0, range(3)).consume(LOAD_CONSUMER, 3, [4, 3]).consumer_done()
@@ -200,6 +215,7 @@ def test_node_seq_gaps_are_found_exactly_across_bitmap_buckets(spark):
     late = rows("late", range(1, 100))  # does not start at 0
     df = spark.createDataFrame(whole + edge + hidden + late, "run string, node string, incarnation int, node_seq long")
     df = df.selectExpr("*", "CAST(NULL AS STRING) AS kind", "CAST(NULL AS BOOLEAN) AS complete",
+                       "CAST(0 AS DOUBLE) AS time_ms", "CAST(NULL AS STRING) AS outcome",
                        "CAST(NULL AS STRING) AS topic", "CAST(NULL AS INT) AS partition", "CAST(NULL AS INT) AS broker")
     reasons = incomplete_reasons(df)["r"]
     assert reasons == [
