@@ -76,7 +76,7 @@ class HistoryViews:
         """What happened to each record: one row per identity seen in an acknowledgement, a read or
         the final read (cached), with
         - `acked`: 1 when some `produce_ack` had outcome ok, else 0;
-        - `acks`: that acknowledgement's `acks` setting as `ACKS_CODES` numbers it (its index) (null: none ok);
+        - `acks`: that acknowledgement's `acks` setting, numbered by its index in `ACKS_CODES` (null: none ok);
         - `final_lo`, `final_hi`: the least and the greatest fingerprint (`_place_fingerprint`) of
           the places (topic, partition, offset) the final read found it at; null when absent, and
           different exactly when it is at two places or more (up to a 64-bit hash collision:

@@ -185,7 +185,7 @@ class History:
     spilled or read it again. Caching the record-level rows as narrow views cost 20 s of the 30 s
     left, for jobs that each read a view once or twice. So the record-level rows are scanned from
     the files by the few jobs that read them (anomalies.py aggregates them once per record, and
-    caches that), the protocol's rows the checks read (a twentieth of the rows, read by twenty
+    caches that), the protocol's rows the checks read (about 3% of the rows, read by twenty
     jobs) are cached whole, and the whole-history aggregations scan the files."""
 
     rows: DataFrame  # every row (`run` and COLUMNS), not cached: scanned by whole-history aggregations
