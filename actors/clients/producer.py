@@ -648,7 +648,7 @@ class ProducerNode:
             # still goes, alone, as in Kafka.
             size, limit = buffered_size(first.value), self.batch_size
             while q and q[0].acks == first.acks and q[0].idempotent == first.idempotent:
-                size += len(q[0].value) + RECORD_OVERHEAD_BYTES
+                size += buffered_size(q[0].value)
                 if size > limit:
                     break
                 records.append(q.popleft())
