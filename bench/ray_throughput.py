@@ -68,7 +68,7 @@ def _reading(role, now):
     """Acknowledged/failed records, batches sent, and the latency histogram since the last reading."""
     h, role.latency = role.latency, LatencyHistogram()
     progress = role.commands[role.last_load.command_id]
-    return {"now": now, "acked": progress.acked, "failed": progress.failed, "batches": len(role.acked_batches), "latency": h}
+    return {"now": now, "acked": progress.acked, "failed": progress.failed, "batches": role.batches_acked, "latency": h}
 
 
 def _stop(role, now):

@@ -30,7 +30,11 @@ def start(log_dir: Path, address: str | None = None):
     import raydp
 
     python_for_workers()
-    adapter.connect(address)
+    # The executor is a Ray worker, and Ray starts workers at niceness 15; in its JVM the task
+    # threads then had it too, but not the JIT compiler and GC threads (started before), so on 2
+    # cores the tasks yielded to the compiler and to the driver's JVM: the first scan took 18-20 s
+    # against 14 s at niceness 0. The embedded Ray runs nothing but this session.
+    adapter.connect(address, worker_niceness=0)
     # RayDP 1.6.5 reaches for Ray's deprecated `ray.worker.global_worker`: Ray warns on every use.
     # The behaviour was verified with the pinned versions (pyproject.toml); the warning says nothing
     # to a user of `kraftlab analyze`.

@@ -28,8 +28,8 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from itertools import groupby
+from dataclasses import replace
 from operator import attrgetter
-from dataclasses import dataclass, field, replace
 
 from actors.contract import Envelope, Output, StartContext
 from actors.replication.messages import (
@@ -47,25 +47,31 @@ from actors.replication.messages import (
     ProduceResponses,
     coalesce,
 )
-from observability.events import LoadFinished, LoadStarted, LoadThrottled, ProduceAck, ProduceAttempt, ProduceRetry, ProduceSend
+from observability.events import ProduceAck, ProduceAttempt, ProduceRetry, ProduceSend
+from observability.latency import LatencyHistogram
 from storage.partition_log import NO_PRODUCER, RecordBatch
 
-from observability.latency import LatencyHistogram
+from .load_generator import LoadGeneration, LoadPlan
+from .produce_state import (
+    ACKS_NAMES,
+    LINGER_MS,
+    MAX_BATCH_RECORDS,
+    CommandProgress,
+    InFlightBatch,
+    PendingRecord,
+    ProduceCommand,
+    buffered_size,
+    buffered_size_of,
+)
 from .records import encode_records
 
 RETRY_BACKOFF_MS = 100  # retry.backoff.ms
 REQUEST_TIMEOUT_MS = 5_000  # an unanswered request is retried after this
 METADATA_TIMEOUT_MS = 1_000
-# A batch's bound when no `batch.size` is set (kraftlab's default, which the simulator's library and
-# sweeps were measured with); a `batch.size` (bytes, Kafka's meaning) replaces it.
-MAX_BATCH_RECORDS = 1_000
-LINGER_MS = 0  # linger.ms: 0 sends a partition's records as soon as none of its batches is in flight
 # An idempotent producer's id after its n-th sequence reset: its first id + n * this (client ids
 # are 1000 + their number, so no two producers ever share one).
 PRODUCER_ID_STRIDE = 1_000_000
 
-ACKS = {"all": -1, -1: -1, 1: 1, 0: 0}
-ACKS_NAMES = {-1: "all", 1: "1", 0: "0"}  # the history's `acks` column
 # Errors with which the leader refuses a produce request before appending anything: a batch whose
 # every attempt ended so was surely not written. Any other error (NOT_LEADER_OR_FOLLOWER also ends
 # requests that were appended and waited for the HWM), or no answer, leaves it unknown.
@@ -73,147 +79,10 @@ REFUSED_BEFORE_APPEND = frozenset({NOT_ENOUGH_REPLICAS, OUT_OF_ORDER_SEQUENCE_NU
 RUN_ENDED = "RUN_ENDED"
 
 
-@dataclass(frozen=True, slots=True)
-class ProduceCommand:
-    """Produce `values` to one partition (a scenario `produce` step, or load)."""
+class ProducerNode(LoadGeneration):
+    """The Kafka producer client (see the module's docstring); its load generator's calls
+    (`start_load`, `stop_load`) are LoadGeneration's (load_generator.py)."""
 
-    command_id: int
-    topic: str
-    partition: int
-    values: tuple[str, ...]
-    acks: int  # -1, 0 or 1
-    idempotent: bool
-    timeout_ms: int
-
-
-@dataclass
-class CommandProgress:
-    command: ProduceCommand
-    acked: int = 0
-    failed: int = 0  # outcome fail or info: not acknowledged
-    errors: list[str] = field(default_factory=list)
-    first_sequence: int = -1  # the sequences of its records: first_sequence + i
-
-    @property
-    def done(self) -> bool:
-        return self.acked + self.failed >= len(self.command.values)
-
-
-@dataclass(slots=True)
-class PendingRecord:
-    command_id: int
-    sequence: int
-    value: str
-    acks: int
-    idempotent: bool
-    deadline_ms: float
-    created_ms: float  # when the application handed it over: latency counts from here
-
-
-@dataclass
-class InFlightBatch:
-    records: list[PendingRecord]
-    batch: RecordBatch
-    acks: int
-    attempts: int = 0
-    request_id: int = -1
-    sent_ms: float = 0.0
-    # None while an attempt awaits its answer; else the time the next attempt is due.
-    retry_at_ms: float | None = None
-    last_error: str | None = None
-    deadline_ms: float = 0.0  # the earliest delivery deadline of its records (set once)
-    # True once an attempt may have been appended: sent and not answered, or answered with an
-    # error that does not rule the append out. Decides "fail" or "info" if it never succeeds.
-    maybe_written: bool = False
-    order: int = 0  # batches are numbered as they are made: the order of `in_flight`
-    buffered: int = 0  # what its records hold of buffer.memory: sum of buffered_size
-
-    def __post_init__(self) -> None:
-        self.deadline_ms = min(r.deadline_ms for r in self.records)
-
-
-LOAD_TICK_MS = 10  # records due are queued every 10 ms, on a fixed grid (a linger.ms-like batching window)
-LOAD_DELIVERY_TIMEOUT_MS = 30_000
-# What a record takes of the producer's buffer beyond its value: its key, headers and varint
-# framing, and its share of a batch header (Kafka's DefaultRecord and RecordBatch, 61-byte header).
-# Kafka's pool hands out whole batch.size buffers; counting record bytes is kraftlab's simplification.
-RECORD_OVERHEAD_BYTES = 70
-BUFFER_MEMORY = 33_554_432  # buffer.memory, Kafka's default (32 MiB)
-MAX_BLOCK_MS = 60_000.0  # max.block.ms, Kafka's default
-
-
-def buffered_size(value: str) -> int:
-    """What a record holds of the producer's buffer while it waits or is in flight."""
-    return len(value) + RECORD_OVERHEAD_BYTES
-
-
-def buffered_size_of(values) -> int:
-    """What these records hold of the buffer: `buffered_size` of each, summed."""
-    return sum(map(len, values)) + RECORD_OVERHEAD_BYTES * len(values)
-
-
-@dataclass
-class LoadPlan:
-    """Open-loop load: `rate_per_s` records a second spread over `partitions` round-robin, from
-    `start_ms` until `until_ms` (None: forever), each `message_bytes` long.
-
-    `rate_per_s` None is unthrottled load (producer-perf-test's `--throughput -1`): new records are
-    made as fast as the producer's buffer frees up, so that at most `buffer_records` wait or are in
-    flight at once (the role of buffer.memory); a benchmark finds the ceiling this way."""
-
-    partitions: list[tuple[str, int]]
-    rate_per_s: float | None
-    message_bytes: int
-    acks: int
-    start_ms: float
-    until_ms: float | None
-    idempotent: bool = False  # enable.idempotence (the load step's, resolved)
-    generated: int = 0  # records that came due (offered): sent, blocked or throttled
-    command_id: int = -1
-    buffer_records: int = 0
-    # Backpressure (rate-limited load): the buffer's size in bytes (buffer.memory), how long the
-    # generator's send() may block for space (max.block.ms), and the delivery timeout counted from
-    # a record's entry into the buffer (delivery.timeout.ms).
-    buffer_memory: int = BUFFER_MEMORY
-    max_block_ms: float = MAX_BLOCK_MS
-    delivery_timeout_ms: float = LOAD_DELIVERY_TIMEOUT_MS
-    # The record whose send() is blocked on a full buffer (already in the history as sent), and
-    # since when; None while the generator runs free. Records that come due meanwhile are not
-    # offered to the producer: `throttled` counts them.
-    blocked: tuple[tuple[str, int], PendingRecord] | None = None  # (its partition, the record)
-    blocked_since_ms: float = 0.0
-    throttled: int = 0
-    # The next load round: rounds fall on a fixed grid, `start_ms` + k x LOAD_TICK_MS, whatever
-    # else the producer handles meanwhile (an acknowledgement must not postpone the next round).
-    # Counted as an integer: the grid computed the same way every time, so that a round is
-    # exactly the deadline the producer asked for (a float division could land one round short and
-    # ask for the same instant again, for ever).
-    rounds: int = 0
-    next_round_ms: float = 0.0
-
-    def advance_rounds(self, now_ms: float) -> None:
-        """Make `next_round_ms` the first round of the grid strictly after `now_ms`."""
-        while self.start_ms + self.rounds * LOAD_TICK_MS <= now_ms:
-            self.rounds += 1
-        self.next_round_ms = self.start_ms + self.rounds * LOAD_TICK_MS
-
-
-MAX_BLOCK_TIMEOUT = "MAX_BLOCK_TIMEOUT"  # Kafka: "Failed to allocate memory within the configured max blocking time"
-
-
-@dataclass(frozen=True, slots=True)
-class AckedBatch:
-    """An acknowledged batch: where it went and what it held (for the loss checks)."""
-
-    topic: str
-    partition: int
-    base_offset: int
-    count: int
-    crc: int
-    acks: int
-
-
-class ProducerNode:
     def __init__(self, ctx: StartContext, brokers: list[str], producer_id: int) -> None:
         self.node_id = ctx.node_id
         self.brokers = brokers
@@ -250,7 +119,7 @@ class ProducerNode:
         self.batches_made = 0
         self.sequences: dict[tuple[str, int], int] = {}
         self.commands: dict[int, CommandProgress] = {}
-        self.acked_batches: list[AckedBatch] = []
+        self.batches_acked = 0  # acknowledged ok (a benchmark's figure; the history has each one)
         self.next_request_id = 0
         self.acked = 0
         self.failed = 0
@@ -287,132 +156,6 @@ class ProducerNode:
         out.emit(ProduceSend(self.node_id, cmd.topic, cmd.partition, ACKS_NAMES[cmd.acks], tuple(range(first, first + len(cmd.values)))))
         self._send_ready(now_ms, out)
         return self._finish(out)
-
-    def start_load(
-        self,
-        partitions,
-        rate_per_s: float | None,
-        message_bytes: int,
-        acks: int,
-        now_ms: float,
-        until_ms: float | None,
-        buffer_records: int = 0,
-        idempotent: bool = False,
-        buffer_memory: int = BUFFER_MEMORY,
-        max_block_ms: float = MAX_BLOCK_MS,
-        delivery_timeout_ms: float = LOAD_DELIVERY_TIMEOUT_MS,
-        linger_ms: float = LINGER_MS,
-        batch_size: int | None = None,
-    ) -> Output:
-        """A local call: start open-loop load (the scenario `load` step), or unthrottled load
-        (`rate_per_s` None, at most `buffer_records` outstanding; for benchmarks). `idempotent`:
-        its batches carry the producer id and sequences (acks=all only, as Kafka requires)."""
-        out = Output()
-        if rate_per_s is None and buffer_records <= 0:
-            raise ValueError("unthrottled load needs a positive buffer_records")
-        if idempotent and acks != -1:
-            raise ValueError("an idempotent producer needs acks=all")
-        plan = LoadPlan(list(partitions), rate_per_s, message_bytes, acks, now_ms, until_ms, idempotent, command_id=-1 - len(self.commands), buffer_records=buffer_records,
-                        buffer_memory=buffer_memory, max_block_ms=max_block_ms, delivery_timeout_ms=delivery_timeout_ms)
-        self.load = self.last_load = plan
-        self.linger_ms, self.batch_size = linger_ms, batch_size
-        self.commands[plan.command_id] = CommandProgress(ProduceCommand(plan.command_id, "", 0, (), acks, idempotent, delivery_timeout_ms))
-        out.emit(LoadStarted(rate_per_s, len(partitions), ACKS_NAMES[acks]))
-        self._generate(now_ms, out)
-        return self._finish(out)
-
-    def _generate(self, now_ms: float, out: Output) -> None:
-        plan = self.load
-        if plan is None:
-            return
-        plan.advance_rounds(now_ms)
-        end = now_ms if plan.until_ms is None else min(now_ms, plan.until_ms)
-        if plan.rate_per_s is None:
-            outstanding = self.queued_records + sum(len(b.records) for b in self.in_flight.values())
-            due = plan.buffer_records - outstanding if plan.until_ms is None or now_ms < plan.until_ms else 0
-        else:
-            due = int((end - plan.start_ms) * plan.rate_per_s / 1000.0) + 1 - plan.generated
-            if plan.blocked is not None:
-                self._unblock(plan, now_ms, False, out)
-        pad = "x" * max(0, plan.message_bytes - 16)
-        width = max(plan.message_bytes, 8)
-        prefix = f"{self.producer_id}-"
-        bounded = plan.rate_per_s is not None  # unthrottled load bounds itself (`buffer_records`)
-        deadline = now_ms + plan.delivery_timeout_ms
-        # The per-record loop is the load's hot path (on Ray its time is inside every record's
-        # latency: records are stamped when the round begins): what does not change per record is
-        # looked up once, and the counters live in locals until the loop ends.
-        partitions, n_partitions = plan.partitions, len(plan.partitions)
-        command_id, acks_code, idempotent, buffer_memory = plan.command_id, plan.acks, plan.idempotent, plan.buffer_memory
-        handed: dict[tuple[str, int], list[int]] = {}
-        queued: dict[tuple[str, int], int] = {}
-        queues: dict[tuple[str, int], deque[PendingRecord]] = {}
-        buffered = self.buffered_bytes
-        n, sequence = plan.generated, self.next_sequence
-        throttled = 0
-        for i in range(max(due, 0)):
-            if plan.blocked is not None:
-                # The generator is blocked in send(): the rest of what is due is not offered.
-                throttled = due - i
-                break
-            key = partitions[n % n_partitions]
-            value = f"{prefix}{n}-{pad}"[:width]
-            n += 1
-            record = PendingRecord(command_id, sequence, value, acks_code, idempotent, deadline, now_ms)
-            sequences = handed.get(key)
-            if sequences is None:
-                sequences = handed[key] = []
-                queues[key] = self._queue(key)
-            sequences.append(sequence)
-            sequence += 1
-            size = len(value) + RECORD_OVERHEAD_BYTES  # buffered_size
-            if bounded and buffered + size > buffer_memory:
-                # buffer.memory is full: send() blocks on this record (invoked, so it is in the
-                # history) until there is room or max.block.ms has passed (`_unblock`).
-                plan.blocked, plan.blocked_since_ms = (key, record), now_ms
-                continue
-            queues[key].append(record)
-            buffered += size
-            queued[key] = queued.get(key, 0) + 1
-        plan.generated = n + throttled
-        self.next_sequence = sequence
-        self.buffered_bytes = buffered
-        for key, count in queued.items():
-            self._queued(key, deadline, count)
-        acks = ACKS_NAMES[plan.acks]
-        for (topic, partition), sequences in handed.items():
-            out.emit(ProduceSend(self.node_id, topic, partition, acks, tuple(sequences)))
-        if throttled:
-            plan.throttled += throttled
-            out.emit(LoadThrottled(throttled))
-        if plan.until_ms is not None and now_ms >= plan.until_ms:
-            self.stop_load(now_ms, out)
-
-    def _unblock(self, plan: LoadPlan, now_ms: float, stopping: bool, out: Output) -> None:
-        """The blocked send() returns: its record enters the buffer if there is room now (or the
-        load is stopping: the buffer then holds one record beyond its size), or fails, never
-        written, once it has waited max.block.ms."""
-        key, r = plan.blocked
-        size = buffered_size(r.value)
-        if stopping or self.buffered_bytes + size <= plan.buffer_memory:
-            deadline = now_ms + plan.delivery_timeout_ms
-            self._queue(key).append(replace(r, deadline_ms=deadline))
-            self.buffered_bytes += size
-            self._queued(key, deadline, 1)
-        elif now_ms >= plan.blocked_since_ms + plan.max_block_ms:
-            self.buffered_bytes += size  # `_failed` gives back what each record took
-            self._failed(key, [r], MAX_BLOCK_TIMEOUT, now_ms, out, False)
-        else:
-            return
-        plan.blocked = None
-
-    def stop_load(self, now_ms: float, out: Output) -> None:
-        """No more records from the background load (its duration is over, or the run is)."""
-        if self.load is not None:
-            if self.load.blocked is not None:
-                self._unblock(self.load, now_ms, True, out)
-            out.emit(LoadFinished(self.load.generated))
-            self.load = None
 
     def handle(self, env: Envelope, now_ms: float) -> Output:
         out = Output()
@@ -793,7 +536,7 @@ class ProducerNode:
         topic, partition = key
         self.acked += len(b.records)
         self.buffered_bytes -= b.buffered
-        self.acked_batches.append(AckedBatch(topic, partition, base_offset, b.batch.count, b.batch.crc, b.acks))
+        self.batches_acked += 1
         # Records of a batch mostly share their command and hand-over time (load makes them in
         # 10 ms rounds): one update per run of equal values, not per record (the load hot path).
         for command_id, run in groupby(b.records, key=attrgetter("command_id")):

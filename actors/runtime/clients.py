@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from actors.clients.consumer import ConsumeCommand
-from actors.clients.producer import ACKS, ProduceCommand
+from actors.clients.produce_state import ACKS, ProduceCommand
 from actors.runtime.api import Consume, ListOffsets, Load, Produce, StepFailed
 from observability.events import LoadStep, ProduceDone
 

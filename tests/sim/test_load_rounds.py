@@ -8,7 +8,7 @@ acknowledgement pushed the next round back; under steady load the rounds came ev
 
 from statistics import median
 
-from actors.clients.producer import LOAD_TICK_MS
+from actors.clients.load_generator import LOAD_TICK_MS
 from observability.events import LoadStarted, ProduceSend
 from workloads.scenario.schema import LoadArgs
 

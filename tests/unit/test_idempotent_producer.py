@@ -3,7 +3,8 @@ retries, and how it numbers again when the leader's sequences and its own part (
 
 import random
 
-from actors.clients.producer import PRODUCER_ID_STRIDE, RETRY_BACKOFF_MS, ProduceCommand, ProducerNode
+from actors.clients.produce_state import ProduceCommand
+from actors.clients.producer import PRODUCER_ID_STRIDE, RETRY_BACKOFF_MS, ProducerNode
 from actors.contract import Envelope, StartContext
 from actors.replication.messages import (
     NOT_ENOUGH_REPLICAS,

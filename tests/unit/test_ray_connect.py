@@ -15,3 +15,9 @@ def test_an_address_or_ray_address_joins_that_cluster():
     assert ray_init_arguments("auto", {})["address"] == "auto"
     assert ray_init_arguments(None, {"RAY_ADDRESS": "ray://head:10001"})["address"] == "ray://head:10001"
     assert ray_init_arguments("10.0.0.1:6379", {"RAY_ADDRESS": "ray://head:10001"})["address"] == "10.0.0.1:6379"
+
+
+def test_an_embedded_ray_takes_the_workers_niceness_and_a_joined_cluster_keeps_its_own():
+    assert ray_init_arguments(None, {}, worker_niceness=0)["_system_config"] == {"worker_niceness": 0}
+    assert "_system_config" not in ray_init_arguments(None, {})
+    assert "_system_config" not in ray_init_arguments("auto", {}, worker_niceness=0)

@@ -52,22 +52,29 @@ def _on_node(node_id: str) -> dict[str, Any]:
 # --- driver side ------------------------------------------------------------------------------
 
 
-def ray_init_arguments(address: str | None, environ: Mapping[str, str]) -> dict[str, Any]:
+def ray_init_arguments(address: str | None, environ: Mapping[str, str],
+                       worker_niceness: int | None = None) -> dict[str, Any]:
     """`ray.init`'s arguments: join `address` (or RAY_ADDRESS); with neither, start an embedded
     local Ray. Its address is "local", not None: a plain `ray.init()` joins the cluster that
-    `ray start` last recorded on this machine (contract.md: only `--address` or RAY_ADDRESS join)."""
+    `ray start` last recorded on this machine (contract.md: only `--address` or RAY_ADDRESS join).
+    `worker_niceness`: the embedded Ray's workers' niceness (Ray's default is 15, so that its
+    workers yield to the driver); a cluster joined keeps its own setting."""
     address = address or environ.get("RAY_ADDRESS") or None
     if address is None:
-        return {"address": "local", "include_dashboard": False, "logging_level": "ERROR", "log_to_driver": False}
+        arguments = {"address": "local", "include_dashboard": False, "logging_level": "ERROR", "log_to_driver": False}
+        if worker_niceness is not None:
+            arguments["_system_config"] = {"worker_niceness": worker_niceness}
+        return arguments
     return {"address": address, "logging_level": "ERROR", "log_to_driver": False}
 
 
-def connect(address: str | None) -> dict[str, Any]:
-    """Join the cluster at `address` (or RAY_ADDRESS); with neither, start an embedded local Ray."""
+def connect(address: str | None, worker_niceness: int | None = None) -> dict[str, Any]:
+    """Join the cluster at `address` (or RAY_ADDRESS); with neither, start an embedded local Ray
+    (its workers at `worker_niceness`, see `ray_init_arguments`)."""
     if ray.is_initialized():
         return {"address": "already connected", "embedded": False}
     global _embedded_logs
-    arguments = ray_init_arguments(address, os.environ)
+    arguments = ray_init_arguments(address, os.environ, worker_niceness)
     ray.init(**arguments)
     _keep_ray_off_the_console()
     embedded = arguments["address"] == "local"
