@@ -53,7 +53,9 @@ class HistoryViews:
     acks: DataFrame  # produce_ack: run, time_ms, producer, sequence, topic, partition, acks, outcome, offset, latency_ms
     consumes: DataFrame  # consume: run, consumer, poll, topic, partition, offset, producer, sequence, incarnation, node_seq
     final: DataFrame  # final_read: run, topic, partition, offset, producer, sequence (replicas may repeat rows)
-    record_rows: DataFrame  # the three kinds' rows at once (run, kind, outcome, acks, IDENTITY, PLACE, offset, consumer)
+    # The record-level kinds' rows at once (run, kind, outcome, acks, IDENTITY, PLACE, offset, consumer):
+    # acknowledgements, reads, the final read, and the sends (which the contract gives `acks`).
+    record_rows: DataFrame
 
     @classmethod
     def of(cls, history: DataFrame) -> HistoryViews:
@@ -63,7 +65,7 @@ class HistoryViews:
         consumes = history.where(kind == "consume").select(
             "run", "consumer", "poll", "topic", "partition", "offset", "producer", "sequence", "incarnation", "node_seq")
         final = history.where(kind == "final_read").select("run", "topic", "partition", "offset", "producer", "sequence")
-        record_rows = history.where(kind.isin("produce_ack", "final_read", "consume")).select(
+        record_rows = history.where(kind.isin("produce_ack", "final_read", "consume", "produce_send")).select(
             "run", "kind", "outcome", "acks", "producer", "sequence", "topic", "partition", "offset", "consumer")
         return cls(acks, consumes, final, record_rows)
 
@@ -90,7 +92,10 @@ class HistoryViews:
         kind = F.col("kind")
         ok = (kind == "produce_ack") & (F.col("outcome") == "ok")
         final = kind == "final_read"
-        return (self.record_rows.groupBy(*IDENTITY)
+        # The sends are left out (a filter after the scan, which decodes them anyway): an ok
+        # acknowledgement carries its `acks` in kraftlab's histories; `sent_acks` reads the
+        # sends' for histories whose acknowledgements lack it.
+        return (self.record_rows.where(kind != "produce_send").groupBy(*IDENTITY)
                 .agg(F.max(ok.cast("int")).alias("acked"),
                      F.max(F.when(ok, _acks_code())).alias("acks"),
                      F.min(F.when(final, _place_fingerprint())).alias("final_lo"),
@@ -136,7 +141,7 @@ def _details(views: HistoryViews, identities: list[tuple]) -> dict[tuple, dict[s
     """For a few record identities (run, producer, sequence): their ok acknowledgements (topic,
     partition, offset, acks), their places in the final read (topic, partition, offset) and their
     reads (topic, partition, offset, consumer), read back from the rows in one small job."""
-    found: dict[tuple, dict[str, list[tuple]]] = {i: {"ack": [], "final": [], "read": []} for i in identities}
+    found: dict[tuple, dict[str, list[tuple]]] = {i: {"ack": [], "final": [], "read": [], "send": []} for i in identities}
     if not identities:
         return found
     spark = views.acks.sparkSession
@@ -149,6 +154,8 @@ def _details(views: HistoryViews, identities: list[tuple]) -> dict[tuple, dict[s
             entry["final"].append((r["topic"], r["partition"], r["offset"]))
         elif r["kind"] == "consume":
             entry["read"].append((r["topic"], r["partition"], r["offset"], r["consumer"]))
+        elif r["kind"] == "produce_send":
+            entry["send"].append((r["acks"],))
     return found
 
 
@@ -163,6 +170,8 @@ def _record_example(name: str, identity: tuple, rows: dict[str, list[tuple]]) ->
     example: dict[str, Any] = dict(zip(IDENTITY, identity, strict=True))
     if name == "lost-write":
         example.update(zip(("topic", "partition", "offset", "acks"), _first(rows["ack"]), strict=True))
+        if example["acks"] is None and rows["send"]:
+            example["acks"] = _first(rows["send"])[0]  # the contract gives `acks` to the send
     elif name == "unseen":
         example.update(zip(("topic", "partition", "offset"), _first(rows["ack"])[:3], strict=True))
     elif name == "duplicate":
@@ -177,7 +186,7 @@ def record_anomalies(views: HistoryViews, unseen_runs: list[str]) -> tuple[dict[
     """lost-write, duplicate, uncommitted-read and unseen (this one only in `unseen_runs`, see
     `consumers_ran_to_the_end`), and per run the record figures of checks.json's stats
     (`final_read`: distinct records in the final read; `lost_by_acks`: lost writes by the `acks`
-    setting of their acknowledgement): one job for every count, one per anomaly found for its
+    setting of their acknowledgement, or of their send when the acknowledgement has none): one job for every count, one per anomaly found for its
     first identities, one for their details."""
     records = views.records
     checked = F.col("run").isin(*unseen_runs) if unseen_runs else F.lit(False)
@@ -188,10 +197,16 @@ def record_anomalies(views: HistoryViews, unseen_runs: list[str]) -> tuple[dict[
     rows = records.groupBy("run", "acks").agg(F.sum(in_final).alias("final_read"), *sums).collect()
     per_run: dict[str, dict[str, int]] = {name: {} for name in conditions}
     stats: dict[str, dict[str, Any]] = {}
+    # Lost writes whose acknowledgement had no `acks` (code 0): their sends say (`sent_acks`).
+    by_send = sent_acks(views, records.where(conditions["lost-write"] & (F.col("acks") == 0))) \
+        if any(r["lost-write"] and r["acks"] == 0 for r in rows) else {}
     for r in rows:
         run_stats = stats.setdefault(r["run"], {"final_read": 0, "lost_by_acks": {}})
         run_stats["final_read"] += int(r["final_read"])
-        if r["lost-write"]:
+        if r["lost-write"] and r["acks"] == 0:
+            for setting, n in by_send.get(r["run"], {}).items():
+                run_stats["lost_by_acks"][setting] = run_stats["lost_by_acks"].get(setting, 0) + n
+        elif r["lost-write"]:
             setting = ACKS_CODES[r["acks"]] if r["acks"] is not None else None
             run_stats["lost_by_acks"][setting] = run_stats["lost_by_acks"].get(setting, 0) + int(r["lost-write"])
         for name in conditions:
@@ -207,6 +222,18 @@ def record_anomalies(views: HistoryViews, unseen_runs: list[str]) -> tuple[dict[
         examples = [_record_example(name, i, details[i]) for i in shown.get(name, [])]
         found[name] = Anomaly(sum(per_run[name].values()), examples, dict(sorted(per_run[name].items())))
     return found, stats
+
+
+def sent_acks(views: HistoryViews, records: DataFrame) -> dict[str, dict[str | None, int]]:
+    """Per run, `records` (rows of `HistoryViews.records`) counted by the `acks` of their
+    `produce_send` (contract.md gives `acks` to the send; kraftlab's acknowledgements carry it too,
+    a history written by another tool may not): None when the send has none, or no send."""
+    sends = (views.record_rows.where(F.col("kind") == "produce_send").select(*IDENTITY, "acks")
+             .dropDuplicates(IDENTITY))
+    counted: dict[str, dict[str | None, int]] = {}
+    for r in records.select(*IDENTITY).join(sends, IDENTITY, "left").groupBy("run", "acks").count().collect():
+        counted.setdefault(r["run"], {})[r["acks"]] = int(r["count"])
+    return counted
 
 
 def _anomaly(df: DataFrame, order: list[str]) -> Anomaly:

@@ -22,16 +22,20 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import reduce
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
+from pyspark.sql.types import DataType, StructField, StructType
 import yaml
 
 from observability.history import history_files
 
 from .anomalies import HistoryViews
+from .columns import Layout, Signature
 from .errors import AnalysisInputError
 
 # A run id must survive the trip through a file URI unchanged (Spark's `input_file_name` is
@@ -56,14 +60,18 @@ class Dataset:
     cells: dict[str, dict[str, Any]] = field(default_factory=dict)
     seeds: dict[str, int] = field(default_factory=dict)
     matrix_keys: list[str] = field(default_factory=list)
+    # The readable files grouped by their columns and types (columns.py; one group for kraftlab's runs).
+    layout: Layout = field(default_factory=lambda: Layout(COLUMNS))
+    column_types: dict[str, DataType] = field(default_factory=dict)  # each of COLUMNS: its one type (`Layout.unify`)
 
     @property
     def all_files(self) -> list[Path]:
         return [p for run in self.runs for p in self.files[run]]
 
 
-def event_files(run_dir: Path) -> list[Path]:
-    """The history's complete Parquet files, each checked to have a readable footer."""
+def event_files(run_dir: Path) -> list[tuple[Path, pa.Schema]]:
+    """The history's complete Parquet files, each checked to have a readable footer, with the
+    schema it declares."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise AnalysisInputError(f"{run_dir}: no such run directory (expected a folder written by `kraftlab run`)")
@@ -73,12 +81,14 @@ def event_files(run_dir: Path) -> list[Path]:
     files = history_files(events)
     if not files:
         raise AnalysisInputError(f"{events}: no history files (expected files ending in .parquet)")
+    found = []
     for path in files:
         try:
-            pq.read_metadata(path)  # the footer only: cheap, and what a truncated file lacks
+            # The footer only: cheap, and what a truncated file lacks.
+            found.append((path, pq.read_metadata(path).schema.to_arrow_schema()))
         except Exception as exc:  # pyarrow raises ArrowInvalid, OSError... for a bad file
             raise AnalysisInputError(f"{path}: not a readable Parquet file ({exc})") from None
-    return files
+    return found
 
 
 def is_campaign(path: Path) -> bool:
@@ -96,8 +106,17 @@ def discover(path: Path) -> Dataset:
         if not (path / "events").is_dir():
             raise AnalysisInputError(f"{path / 'events'}: no events/ folder (expected a run directory with its "
                                      "history, or a campaign directory with runs/ or results.parquet)")
-        return Dataset(path, False, {path.name: path}, {path.name: event_files(path)})
+        dataset = Dataset(path, False, {path.name: path}, {})
+        dataset.files[path.name] = _laid_out(dataset, event_files(path))
+        dataset.column_types = dataset.layout.unify()  # files that disagree are bad input, before Spark starts
+        return dataset
     return _discover_campaign(path)
+
+
+def _laid_out(dataset: Dataset, files: list[tuple[Path, pa.Schema]]) -> list[Path]:
+    for path, schema in files:
+        dataset.layout.add(path, schema)
+    return [path for path, _ in files]
 
 
 def _discover_campaign(path: Path) -> Dataset:
@@ -110,15 +129,18 @@ def _discover_campaign(path: Path) -> Dataset:
             dataset.missing[run_dir.name] = f"{run_dir}: run folder name not a run id (letters, digits, . _ = , - only)"
             continue
         try:
-            dataset.files[run_dir.name] = event_files(run_dir)
-            dataset.runs[run_dir.name] = run_dir
+            files = event_files(run_dir)
         except AnalysisInputError as exc:
             dataset.missing[run_dir.name] = str(exc)
+            continue
+        dataset.files[run_dir.name] = _laid_out(dataset, files)
+        dataset.runs[run_dir.name] = run_dir
     for run in sorted(set(cells) - set(dataset.runs) - set(dataset.missing)):
         dataset.missing[run] = f"{runs_dir / run}: listed in results.parquet, no run directory"
     if not dataset.runs:
         why = "; ".join(list(dataset.missing.values())[:3]) or f"{runs_dir}: no run directories"
         raise AnalysisInputError(f"{path}: a campaign directory with no run to analyze ({why})")
+    dataset.column_types = dataset.layout.unify()  # files that disagree are bad input, before Spark starts
     return dataset
 
 
@@ -205,15 +227,12 @@ def load_history(spark, dataset: Dataset) -> History:
     from pyspark.sql import functions as F
 
     try:
-        df = spark.read.parquet(*[str(p) for p in dataset.all_files])
-        present = set(df.columns)
-        # A column no file of this dataset has (a kind that never happened) reads as null.
-        cols = [F.col(c) if c in present else F.lit(None).alias(c) for c in COLUMNS]
         if dataset.campaign:
             run = F.regexp_extract(F.input_file_name(), r"/runs/([^/]+)/events/[^/]+$", 1)
         else:
             run = F.lit(next(iter(dataset.runs)))
-        rows = df.select(run.alias("run"), *cols)
+        rows = reduce(DataFrame.unionByName, (_read_group(spark, signature, files, run, dataset.column_types)
+                                              for signature, files in dataset.layout.groups.items()))
         # Building the control cache decodes every page of every column read (a filter applies
         # after a page is decoded), so a corrupt page anywhere fails here.
         control = rows.where(F.col("kind").isin(*CONTROL_KINDS)).cache()
@@ -223,6 +242,18 @@ def load_history(spark, dataset: Dataset) -> History:
         where = dataset.root if dataset.campaign else dataset.root / "events"
         raise AnalysisInputError(f"{where}: Spark could not read the history ({_java_reason(exc)})") from None
     return History(rows, control, views)
+
+
+def _read_group(spark, signature: Signature, files: list[Path], run, types: dict[str, DataType]) -> DataFrame:
+    """The files of one signature (columns.py), read with its own schema, as `run` and COLUMNS in
+    the dataset's types; a column the group lacks or holds only as nulls reads as null."""
+    from pyspark.sql import functions as F
+
+    present = [(name, dtype) for name, dtype in signature if dtype is not None]
+    schema = StructType([StructField(name, dtype) for name, dtype in present])
+    df = spark.read.schema(schema).parquet(*[str(p) for p in files])
+    have = {name for name, _ in present}
+    return df.select(run.alias("run"), *((F.col(c) if c in have else F.lit(None)).cast(types[c]).alias(c) for c in COLUMNS))
 
 
 def _java_reason(exc: Exception) -> str:

@@ -15,6 +15,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from observability.events import NETWORK_FAULTS, NODE_FAULTS, fault_undone_by
+from observability.history import SCHEMA as HISTORY_SCHEMA
 
 from .errors import AnalysisInputError
 
@@ -42,9 +43,21 @@ def read_windows(out_dir: Path) -> pa.Table:
 
 
 def _events(run_dir: Path) -> ds.Dataset | None:
+    """The run's history as one dataset of every column any file has (a pyarrow dataset would take
+    one file's columns for all: columns.py says why files may differ), the others as declared in
+    events.py, so that a column read is there, null where a file lacks it."""
     # Only complete files: one still being written has a name not ending in .parquet (contract.md).
     files = sorted(str(p) for p in (Path(run_dir) / "events").glob("*.parquet"))
-    return ds.dataset(files, format="parquet") if files else None
+    if not files:
+        return None
+    try:
+        schema = pa.unify_schemas([pq.read_schema(f) for f in files], promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OSError) as exc:
+        raise AnalysisInputError(f"{Path(run_dir) / 'events'}: files whose columns disagree ({exc})") from None
+    for declared in HISTORY_SCHEMA:
+        if declared.name not in schema.names:
+            schema = schema.append(declared)
+    return ds.dataset(files, format="parquet", schema=schema)
 
 
 def _first_of_each_key(table: pa.Table, key: tuple[str, ...]) -> pa.Table:

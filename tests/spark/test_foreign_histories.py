@@ -1,0 +1,90 @@
+"""Histories written from contract.md by another tool, not by kraftlab's writer: a file per node
+holding only its node's columns, integers as int64 (pyarrow's inference), a list that is always
+empty typed `list<null>`. Spark takes one file's columns for the whole history; the checks must
+see every file's (observability/analysis/columns.py)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from observability.analysis.analyze import analyze_run
+from observability.analysis.errors import AnalysisInputError
+from observability.analysis.loading import discover
+
+
+class ContractHistory:
+    """Rows with the contract's columns only, numbered per node, as a third party writes them."""
+
+    def __init__(self) -> None:
+        self.rows: list[dict] = []
+        self.seq: dict[str, int] = defaultdict(int)
+
+    def add(self, node: str, kind: str, **columns) -> ContractHistory:
+        self.rows.append(dict(time_ms=float(len(self.rows) + 1), node=node, incarnation=0, node_seq=self.seq[node],
+                              kind=kind, **columns))
+        self.seq[node] += 1
+        return self
+
+    def write(self, run_dir: Path, per_node: bool = True) -> Path:
+        """One file per node (each with its own rows' columns), or one file of every row."""
+        events = run_dir / "events"
+        events.mkdir(parents=True)
+        groups: dict[str, list[dict]] = defaultdict(list)
+        for row in self.rows:
+            groups[row["node"] if per_node else "all"].append(row)
+        for name, rows in groups.items():
+            keys = list(dict.fromkeys(k for r in rows for k in r))
+            pq.write_table(pa.Table.from_pylist([{k: r.get(k) for k in keys} for r in rows]), events / f"{name}.parquet")
+        return run_dir
+
+
+def five_records_one_lost() -> ContractHistory:
+    """p1 writes 5 records to t-0 (acknowledged ok at offsets 0..4), c1 reads them all, and the
+    final read holds offsets 0..3: record 4 was acknowledged and is not in the committed log."""
+    h = ContractHistory()
+    for s in range(5):
+        h.add("p1", "produce_send", producer="p1", sequence=s, topic="t", partition=0, acks="all")
+    for s in range(5):
+        h.add("p1", "produce_ack", producer="p1", sequence=s, topic="t", partition=0, outcome="ok", offset=s, latency_ms=3.0)
+    for s in range(5):
+        h.add("c1", "consume", consumer="c1", poll=0, topic="t", partition=0, offset=s, producer="p1", sequence=s)
+    for s in range(4):
+        h.add("driver", "final_read", topic="t", partition=0, offset=s, producer="p1", sequence=s)
+    h.add("driver", "partition_change", topic="t", partition=0, leader=1, leader_epoch=1, partition_epoch=1,
+          isr=[1, 2, 3], elr=[], last_known_elr=[], metadata_offset=10)
+    return h
+
+
+@pytest.mark.parametrize("per_node", [True, False], ids=["a-file-per-node", "one-file"])
+def test_a_history_written_from_the_contract_alone_shows_its_lost_write(spark, tmp_path, per_node):
+    run = five_records_one_lost().write(tmp_path / "run", per_node)
+    checks, _ = analyze_run(run, tmp_path / "out", spark=spark)
+    assert checks["events"] == 20
+    assert checks["anomalies"]["lost-write"]["count"] == 1
+    assert checks["anomalies"]["lost-write"]["examples"] == [
+        {"producer": "p1", "sequence": 4, "topic": "t", "partition": 0, "offset": 4, "acks": "all"}]
+    assert checks["anomalies"]["uncommitted-read"]["count"] == 1
+    assert checks["anomalies"]["duplicate"]["count"] == 0
+    assert checks["anomalies"]["inconsistent-offsets"]["count"] == 0
+    stats = checks["stats"]
+    assert (stats["sent"], stats["acked"], stats["consumed"], stats["final_read"]) == (5, 5, 5, 4)
+    assert stats["latency_ms"]["count"] == 5
+    # The contract gives `acks` to produce_send only: the lost write's setting comes from its send.
+    assert stats["lost_by_acks"] == {"all": 1}
+    assert checks["valid"] is False
+
+
+def test_files_that_give_a_column_two_kinds_of_type_are_bad_input_named(tmp_path):
+    run = five_records_one_lost().write(tmp_path / "run")
+    rows = [{"time_ms": 99.0, "node": "c2", "incarnation": 0, "node_seq": 0, "kind": "consume", "consumer": "c2",
+             "poll": 0, "topic": "t", "partition": "zero", "offset": 0, "producer": "p1", "sequence": 0}]
+    pq.write_table(pa.Table.from_pylist(rows), run / "events" / "c2.parquet")
+    with pytest.raises(AnalysisInputError) as err:
+        discover(run)
+    message = str(err.value)
+    assert "column `partition`" in message and "c2.parquet" in message and "string" in message
