@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from itertools import groupby
 from dataclasses import replace
+from itertools import groupby
 from operator import attrgetter
 
 from actors.contract import Envelope, Output, StartContext

@@ -139,8 +139,9 @@ def _spark_order(values: tuple) -> tuple:
 
 def _details(views: HistoryViews, identities: list[tuple]) -> dict[tuple, dict[str, list[tuple]]]:
     """For a few record identities (run, producer, sequence): their ok acknowledgements (topic,
-    partition, offset, acks), their places in the final read (topic, partition, offset) and their
-    reads (topic, partition, offset, consumer), read back from the rows in one small job."""
+    partition, offset, acks), their places in the final read (topic, partition, offset), their
+    reads (topic, partition, offset, consumer) and their sends' `acks`, read back from the rows in
+    one small job."""
     found: dict[tuple, dict[str, list[tuple]]] = {i: {"ack": [], "final": [], "read": [], "send": []} for i in identities}
     if not identities:
         return found
@@ -186,8 +187,8 @@ def record_anomalies(views: HistoryViews, unseen_runs: list[str]) -> tuple[dict[
     """lost-write, duplicate, uncommitted-read and unseen (this one only in `unseen_runs`, see
     `consumers_ran_to_the_end`), and per run the record figures of checks.json's stats
     (`final_read`: distinct records in the final read; `lost_by_acks`: lost writes by the `acks`
-    setting of their acknowledgement, or of their send when the acknowledgement has none): one job for every count, one per anomaly found for its
-    first identities, one for their details."""
+    setting of their acknowledgement, or of their send when the acknowledgement has none): one job
+    for every count, one per anomaly found for its first identities, one for their details."""
     records = views.records
     checked = F.col("run").isin(*unseen_runs) if unseen_runs else F.lit(False)
     conditions = _record_anomalies()

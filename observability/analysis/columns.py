@@ -82,8 +82,6 @@ class Layout:
 
     columns: tuple[str, ...]  # the columns analysis reads (loading.COLUMNS)
     groups: dict[Signature, list[Path]] = field(default_factory=dict)
-    # One file per signature, to name in an error.
-    example: dict[Signature, Path] = field(default_factory=dict)
 
     def add(self, path: Path, schema: pa.Schema) -> None:
         wanted = set(self.columns)
@@ -98,13 +96,13 @@ class Layout:
                                          f"(expected {declared_type(f.name).simpleString()}, see contract.md)") from None
         signature = tuple(sorted(columns, key=lambda c: c[0]))
         self.groups.setdefault(signature, []).append(path)
-        self.example.setdefault(signature, path)
 
     def unify(self) -> dict[str, DataType]:
         """Each column's one type (see the module's docstring)."""
         types: dict[str, DataType] = {}
         seen_in: dict[str, Path] = {}
-        for signature, path in self.example.items():
+        for signature, files in self.groups.items():
+            path = files[0]  # the file named if this group's types disagree with another's
             for name, dtype in signature:
                 if dtype is None:
                     continue
