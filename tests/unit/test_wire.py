@@ -89,3 +89,28 @@ def test_a_peer_without_an_address_raises():
 
     with pytest.raises(ConnectionError, match="no address for b9"):
         asyncio.run(scenario())
+
+
+def test_closing_a_listener_ends_its_open_connections_without_a_logged_error():
+    """A crash freezes the process by closing its listener: the reader tasks end quietly (asyncio
+    reports a reader task that ends cancelled as an error, which filled every run's worker logs)."""
+
+    async def scenario():
+        reported: list = []
+        asyncio.get_running_loop().set_exception_handler(lambda _loop, context: reported.append(context))
+        got: list = []
+        listener = WireListener(got.append, TOKEN)
+        address = await listener.start("127.0.0.1")
+        links = WireLinks(TOKEN)
+        links.set_address("b2", address)
+        await links.send("b2", [(0.0, "hello")])
+        await _eventually(lambda: len(got) == 1)
+        readers = list(listener._readers)
+        listener.close()
+        await asyncio.sleep(0.05)
+        links.close()
+        return reported, readers
+
+    reported, readers = asyncio.run(scenario())
+    assert len(readers) == 1 and readers[0].done() and not readers[0].cancelled()
+    assert reported == []

@@ -36,6 +36,10 @@ from .role_specs import RoleSpec
 BOOTSTRAP_TIMEOUT_MS = 90_000.0
 POLL_INTERVAL_MS = 50.0
 CALL_TIMEOUT_S = 30.0
+# Creating a node's process: a new Python worker that imports Ray, pyarrow and the roles. A dozen
+# of them at once on a loaded 2-core machine took longer than CALL_TIMEOUT_S (three test clusters
+# brought up together beside a busy process); waiting longer costs nothing when all is well.
+PROCESS_START_TIMEOUT_S = 120.0
 # An `expect` whose values the history cannot tell yet waits this long for them (steps.py).
 UNKNOWN_GRACE_MS = 2_000.0
 
@@ -86,7 +90,7 @@ class RayCluster(RoleCluster):
             kind = "broker" if name.startswith("b") else "controller"
             self.specs[name] = RoleSpec(kind, self.settings, dirty_expire_ms=run.dirty_expire_ms, background_flush_interval_ms=run.background_flush_interval_ms)
         try:
-            created = adapter.get([self.agents[n].create_node.remote(n, self.specs[n], self._seed(), 0) for n in brokers + voters], CALL_TIMEOUT_S)
+            created = adapter.get([self.agents[n].create_node.remote(n, self.specs[n], self._seed(), 0) for n in brokers + voters], PROCESS_START_TIMEOUT_S)
             for name, (handle, address) in zip(brokers + voters, created, strict=True):
                 self.sim.nodes[name].handle = handle
                 self.sim.nodes[name].address = address
@@ -112,7 +116,7 @@ class RayCluster(RoleCluster):
 
     def _start_nodes(self, names: list[str]) -> None:
         peers = self._peers()
-        infos = adapter.get([self.sim.nodes[n].handle.start.remote(peers, self.faults) for n in names], CALL_TIMEOUT_S)
+        infos = adapter.get([self.sim.nodes[n].handle.start.remote(peers, self.faults) for n in names], PROCESS_START_TIMEOUT_S)
         for name, info in zip(names, infos, strict=True):
             node = self.sim.nodes[name]
             node.starts += 1
@@ -282,7 +286,7 @@ class RayCluster(RoleCluster):
         self.sim.record(Fault("restart", node))
         if self.agents.get(node) is None:
             self._replace_agent(node)
-        slot.handle, slot.address = adapter.get(self.agents[node].create_node.remote(node, self.specs[node], self._seed(), slot.starts), CALL_TIMEOUT_S)
+        slot.handle, slot.address = adapter.get(self.agents[node].create_node.remote(node, self.specs[node], self._seed(), slot.starts), PROCESS_START_TIMEOUT_S)
         self._announce(node)
         self._start_nodes([node])
 

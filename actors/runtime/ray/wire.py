@@ -74,6 +74,11 @@ class WireListener:
                 self.on_batch(await read_frame(reader))
         except (asyncio.IncompleteReadError, ConnectionError, pickle.UnpicklingError, EOFError):
             pass  # the sender ended, crashed or sent garbage: the connection is over
+        except asyncio.CancelledError:
+            # `close` (a crash freezes the process) or the actor's end: the connection is over.
+            # Ending quietly: asyncio's stream callback logs a traceback for every reader task
+            # that ends cancelled, a dozen per node in the worker logs of every run.
+            pass
         finally:
             self._readers.discard(task)
             writer.close()
