@@ -36,9 +36,10 @@ from .role_specs import RoleSpec
 BOOTSTRAP_TIMEOUT_MS = 90_000.0
 POLL_INTERVAL_MS = 50.0
 CALL_TIMEOUT_S = 30.0
-# Creating a node's process: a new Python worker that imports Ray, pyarrow and the roles. A dozen
-# of them at once on a loaded 2-core machine took longer than CALL_TIMEOUT_S (three test clusters
-# brought up together beside a busy process); waiting longer costs nothing when all is well.
+# Creating a node's process (a new Python worker that imports Ray, pyarrow and the roles) and
+# starting its role (which recovers its files). A dozen at once on a loaded 2-core machine took
+# longer than CALL_TIMEOUT_S (three test clusters brought up together beside a busy process);
+# waiting longer costs nothing when all is well.
 PROCESS_START_TIMEOUT_S = 120.0
 # An `expect` whose values the history cannot tell yet waits this long for them (steps.py).
 UNKNOWN_GRACE_MS = 2_000.0
