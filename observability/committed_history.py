@@ -1,18 +1,19 @@
 """Every committed partition and broker state, in the order the controller voters reported them.
 
 A `wait_for` on a partition or a broker waits for a state of the controller's committed metadata
-(contract.md, "Conditions"). The simulator's runner looks at the cluster after every event; on Ray
-it looks at copies polled every few tens of milliseconds, and a committed state that lasts less
-than a poll would go unseen:
-- KIP-966's step 7, a leader elected from the ELR with ISR [2], lasts only until the old leader has
-  caught up and rejoins the ISR;
-- a broker that came back with a new incarnation is fenced when its old session expires and, its
-  registration retried at once, unfenced again a few tens of milliseconds later
-  (replication-correctness.md §6.5.1).
+(contract.md, "Conditions"). Both drivers judge a wait's condition on the cluster view after each
+role output: the simulator after every event, Ray after each batch of one node's events of one
+instant (actors/runtime/ray/world.py). But one output can carry several committed states of one
+subject, and the view shows only the last: a voter whose high watermark passes several records at
+once reports them together, e.g.
+- KIP-966's step 7, a leader elected from the ELR with ISR [2], which the ISR expansion of the
+  old leader, caught up at once, can follow in the same advance;
+- a broker fenced when its old session expired and, its registration retried at once, unfenced
+  again by the next record (replication-correctness.md §6.5.1).
 Each voter reports every partition record it commits as a `partition_change` event and every broker
 registration record as a `broker_change` event (controller.py, `_report_committed`), and both
-drivers hand every event to their sinks, polls or not: so a wait also holds once a state reported
-since it began matches.
+drivers hand every event to their sinks: so a wait also holds once a state reported since it began
+matches.
 
 Which conditions these states can judge, and how, is the reader's business: a `wait_for`
 (workloads/conditions.py, `reported_from_now`) passes the subject it waits on and a test of a

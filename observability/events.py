@@ -244,6 +244,18 @@ class Consume(NamedTuple):
         }
 
 
+@event("consumer_seek")
+class ConsumerSeek(NamedTuple):
+    """A consumer set its position in a partition: it reads `offset` next (a Kafka consumer's seek,
+    or the start of a `consume` step from its `from`). The poll anomalies judge the reads that
+    follow against this position, not against what the consumer read before it."""
+
+    consumer: str
+    topic: str
+    partition: int
+    offset: int
+
+
 @event("final_read")
 class FinalRead(NamedTuple):
     """The committed log at the end of a run, one row per record: read from the partition's leader

@@ -100,8 +100,8 @@ def describe_subject(cond: Condition) -> str:
 
 def reported_from_now(history: CommittedHistory, cond: Condition) -> Callable[[], bool]:
     """A check that turns (and stays) true once a committed state reported after this call
-    satisfies every key of `cond` (observability/committed_history.py: on Ray a state that lasts
-    less than a poll is otherwise missed); always false for a condition these states cannot judge."""
+    satisfies every key of `cond` (observability/committed_history.py: states committed together
+    pass between two judgments of the view); always false for a condition these states cannot judge."""
     checks = cond.checks()
     if cond.partition is not None and checks.keys() <= PARTITION_RECORD_KEYS:
         subject: tuple[str, Any] = ("partition", cond.partition)

@@ -28,7 +28,7 @@ from actors.replication.messages import (
     MetadataRequest,
     MetadataResponse,
 )
-from observability.events import Consume, ConsumeDone, ConsumerDone, FinalRead, FinalReadDone, ListOffsetsAnswer
+from observability.events import Consume, ConsumeDone, ConsumerDone, ConsumerSeek, FinalRead, FinalReadDone, ListOffsetsAnswer
 
 from .records import decode_records
 
@@ -90,6 +90,10 @@ class ConsumerNode:
     def submit(self, cmd: ConsumeCommand, now_ms: float) -> Output:
         out = Output()
         self.readings[cmd.command_id] = Reading(cmd, cmd.from_offset)
+        if cmd.final_source is None:
+            # Where this reading starts: its polls are judged from here (a step reads again from its
+            # `from`, a load consumer from 0), not against an earlier command's reads.
+            out.emit(ConsumerSeek(self.node_id, cmd.topic, cmd.partition, cmd.from_offset))
         self.next_poll_ms[cmd.command_id] = now_ms
         self._poll(now_ms, out)
         return self._finish(out)

@@ -2,7 +2,8 @@
 
 Every check reads record identities, (`producer`, `sequence`), out of four kinds of rows:
 `produce_ack` (outcomes), `consume` (what consumers read), `final_read` (the committed log at the
-end) and `consumer_done` (whether load consumers caught up at the end). The four record anomalies
+end), `consumer_seek` (where a consumer started reading) and `consumer_done` (whether load
+consumers caught up at the end). The four record anomalies
 are filters of one aggregation per record (`HistoryViews.records`); the offset and poll anomalies
 are one aggregation and one window each. Shallow plans with numeric aggregates: Spark aggregates
 numbers by hashing, but sorts every row to take the `min` of a struct or to collect a set, which
@@ -273,20 +274,27 @@ def inconsistent_offsets(views: HistoryViews) -> Anomaly:
 
 
 def poll_steps(views: HistoryViews, history: DataFrame) -> DataFrame:
-    """The consume rows of the consumers that followed their partitions from offset 0 to the end
-    of the run (load consumers: those with a `consumer_done` row), each with the offset its
-    consumer read before in that partition (`previous`, -1 for the first); only the rows that did
-    not move exactly one offset forward, the few both poll anomalies judge (cache it).
+    """Every consumer's consume rows, each with the offset its consumer read before in that
+    partition (`previous`); only the rows that did not move exactly one offset forward, the few
+    both poll anomalies judge (cache it).
 
-    Why only those consumers: the step consumer (`consume` steps) runs separate commands, each
-    from its own `from_offset` (reading a partition again from 0 is what a step asks for), and
-    the history does not say which command a poll served; its polls have no order to break."""
-    followers = history.where(F.col("kind") == "consumer_done").select("run", "consumer").distinct()
-    reads = views.consumes.join(F.broadcast(followers), ["run", "consumer"], "left_semi")
-    # Rows in the order the consumer emitted them: its (incarnation, node_seq).
-    order = Window.partitionBy("run", "consumer", "topic", "partition").orderBy("incarnation", "node_seq")
-    return (reads.withColumn("previous", F.coalesce(F.lag("offset").over(order), F.lit(-1)))
-            .where(F.col("offset") != F.col("previous") + 1))
+    A `consumer_seek` row sets the consumer's position (`previous` is then the offset before it):
+    kraftlab's consumers write one where each reading starts (a load consumer at 0, a `consume`
+    step at its `from`, which may read a partition again), so reads are judged from where they were
+    asked to start. A consumer's first read of a partition in an incarnation with no seek before
+    it is not judged (`previous` null): nothing says where it was to start. Rows are in the order
+    the consumer emitted them, its (incarnation, node_seq); a restarted consumer starts over."""
+    kind = F.col("kind")
+    seeks = history.where(kind == "consumer_seek").select(
+        "run", "consumer", "topic", "partition", "incarnation", "node_seq",
+        (F.col("offset") - 1).alias("offset"), F.lit(True).alias("seek"))
+    reads = views.consumes.select("run", "consumer", "topic", "partition", "incarnation", "node_seq", "offset",
+                                  F.lit(False).alias("seek"), "poll", "producer", "sequence")
+    rows = reads.unionByName(seeks, allowMissingColumns=True)
+    order = Window.partitionBy("run", "consumer", "incarnation", "topic", "partition").orderBy("node_seq")
+    return (rows.withColumn("previous", F.lag("offset").over(order))
+            .where(~F.col("seek") & F.col("previous").isNotNull() & (F.col("offset") != F.col("previous") + 1))
+            .drop("seek"))
 
 
 def nonmonotonic_poll(steps: DataFrame) -> Anomaly:
@@ -317,11 +325,17 @@ def poll_skip(steps: DataFrame, views: HistoryViews) -> Anomaly:
     return _anomaly(df, ["run", "consumer", "topic", "partition", "poll"])
 
 
-def consumers_ran_to_the_end(history: DataFrame) -> dict[str, tuple[bool, str]]:
-    """Per run, whether `unseen` can be checked there: some load consumer ran, and every one said
-    at the end of the run (`consumer_done`) that it had read every partition up to the committed
-    end. Without it, a record nobody consumed may just be one nobody was there to read.
-    Runs with no `consumer_done` row are absent (not checked)."""
+def consumers_ran_to_the_end(history: DataFrame, views: HistoryViews) -> dict[str, tuple[bool, str]]:
+    """Per run, whether `unseen` can be checked there: whether its consumers ran to the end, so
+    that a record nobody consumed is not just one nobody was there to read.
+
+    - A run with `consumer_done` rows (kraftlab's load consumers): when every one said at the end
+      of the run that it had read every partition up to the committed end.
+    - Otherwise (a history of consume steps, or one written by another tool from contract.md):
+      when every partition of the final read was read from its first offset to its last by some
+      consumer: it was there from the start to the end (a record it skipped on the way is unseen,
+      and a poll-skip).
+    Runs with neither are absent (not checked)."""
     done = history.where(F.col("kind") == "consumer_done").groupBy("run").agg(
         F.count(F.lit(1)).alias("n"), F.sum(F.when(F.col("complete"), 0).otherwise(1)).alias("incomplete")).collect()
     verdicts = {}
@@ -331,10 +345,45 @@ def consumers_ran_to_the_end(history: DataFrame) -> dict[str, tuple[bool, str]]:
                                          "(consumer_done complete=false)")
         else:
             verdicts[d["run"]] = (True, "every load consumer caught up with the committed log at the end")
+    verdicts.update(_read_start_to_end(views, exclude=sorted(verdicts)))
     return verdicts
 
 
-NOT_CHECKED = "no load consumer followed the run to its end (no consumer_done row)"
+def _read_start_to_end(views: HistoryViews, exclude: list[str]) -> dict[str, tuple[bool, str]]:
+    """For the runs with consume rows not in `exclude`: whether every partition of the final read
+    had a consumer that read its first and its last offset (one small aggregation of the final read,
+    one semi-join of the reads with those two offsets per partition)."""
+    reads = views.consumes
+    if exclude:
+        reads = reads.where(~F.col("run").isin(*exclude))
+    bounds = views.final.groupBy(*PLACE).agg(F.min("offset").alias("first"), F.max("offset").alias("last"))
+    ends = reads.select(*PLACE, "consumer", "offset").join(F.broadcast(bounds), PLACE).where(
+        (F.col("offset") == F.col("first")) | (F.col("offset") == F.col("last")))
+    covered = (ends.groupBy(*PLACE, "consumer")
+               .agg(F.max((F.col("offset") == F.col("first")).cast("int")).alias("has_first"),
+                    F.max((F.col("offset") == F.col("last")).cast("int")).alias("has_last"))
+               .where((F.col("has_first") == 1) & (F.col("has_last") == 1))
+               .select(*PLACE).distinct())
+    read_runs = [r["run"] for r in reads.select("run").distinct().collect()]
+    if not read_runs:
+        return {}
+    partitions = {r["run"]: r["n"] for r in bounds.where(F.col("run").isin(*read_runs)).groupBy("run")
+                  .agg(F.count(F.lit(1)).alias("n")).collect()}
+    full = {r["run"]: r["n"] for r in covered.groupBy("run").agg(F.count(F.lit(1)).alias("n")).collect()}
+    verdicts = {}
+    for run in read_runs:
+        n, ok = partitions.get(run, 0), full.get(run, 0)
+        if n == 0:
+            continue  # no final read: `valid` is unknown there anyway (completeness.py)
+        if ok == n:
+            verdicts[run] = (True, f"every partition of the final read ({n}) was read from its first to its last offset")
+        else:
+            verdicts[run] = (False, f"{n - ok} of {n} partitions of the final read were not read from their first "
+                                    "to their last offset by any consumer")
+    return verdicts
+
+
+NOT_CHECKED = "no consumer was seen to follow the run to its end (no consumer_done row; no consume rows, or no final read)"
 
 
 def find_anomalies(history: DataFrame, views: HistoryViews
@@ -342,8 +391,8 @@ def find_anomalies(history: DataFrame, views: HistoryViews
     """Every anomaly of the contract, by name (all present); per run how `unseen` was decided
     (runs absent: not checked, `NOT_CHECKED`); and per run the record figures of checks.json's
     stats (`record_anomalies`). `history`: rows of the history holding at least its
-    `consumer_done` rows (loading.History.control)."""
-    unseen_rule = consumers_ran_to_the_end(history)
+    `consumer_done` and `consumer_seek` rows (loading.History.control)."""
+    unseen_rule = consumers_ran_to_the_end(history, views)
     found, record_stats = record_anomalies(views, sorted(r for r, (ok, _) in unseen_rule.items() if ok))
     found["inconsistent-offsets"] = inconsistent_offsets(views)
     steps = poll_steps(views, history).cache()

@@ -190,11 +190,12 @@ COLUMNS = ("time_ms", "node", "incarnation", "node_seq", "kind", "producer", "se
 
 
 # The protocol's kinds the checks read (`History.control`): committed metadata, elections, roles,
-# replicas' HWMs and cuts, faults, and how the load consumers and the final read ended. Not the
-# appends (a tenth of the rows; no check reads them) nor storage and Raft log details.
+# replicas' HWMs and cuts, faults, where consumers started reading, and how the load consumers
+# and the final read ended. Not the appends (a tenth of the rows; no check reads them) nor storage
+# and Raft log details.
 CONTROL_KINDS = ("partition_change", "broker_change", "election", "raft_leader_elected", "become_leader",
                  "become_follower", "broker_registered", "replica_recovered", "replica_hwm", "replica_deleted",
-                 "truncated", "beyond_tolerance", "fault", "consumer_done", "final_read_done")
+                 "truncated", "beyond_tolerance", "fault", "consumer_done", "consumer_seek", "final_read_done")
 
 
 @dataclass

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from observability.events import Consume, ConsumerDone, EventRecord, FinalRead, FinalReadDone, ProduceAck, ProduceSend
+from observability.events import Consume, ConsumerDone, ConsumerSeek, EventRecord, FinalRead, FinalReadDone, ProduceAck, ProduceSend
 from observability.history import HistoryWriter
 
 PRODUCER = "p1"
@@ -47,6 +47,10 @@ class History:
             poll = self.polls[consumer]
             self.polls[consumer] += 1
         return self.add(consumer, Consume(consumer, poll, topic, partition, first_offset, PRODUCER, tuple(seqs), first_offset, 7))
+
+    def seek(self, consumer: str, offset: int, topic: str = "t", partition: int = 0) -> History:
+        """Where `consumer` starts reading (kraftlab's consumers write one at each reading's start)."""
+        return self.add(consumer, ConsumerSeek(consumer, topic, partition, offset))
 
     def consumer_done(self, consumer: str = LOAD_CONSUMER, complete: bool = True) -> History:
         return self.add(consumer, ConsumerDone(consumer, complete))

@@ -128,10 +128,25 @@ def test_poll_skip(spark, tmp_path):
 
 
 def test_a_step_consumer_reading_again_from_an_earlier_offset_is_no_poll_anomaly(spark, tmp_path):
-    # Two consume steps, each from offset 0: what the scenario asked for.
-    h = (clean().consume(STEP_CONSUMER, 0, range(5)).consume(STEP_CONSUMER, 0, range(5)))
+    # Two consume steps, each from offset 0: what the scenario asked for (each starts with a seek).
+    h = (clean().seek(STEP_CONSUMER, 0).consume(STEP_CONSUMER, 0, range(5))
+         .seek(STEP_CONSUMER, 0).consume(STEP_CONSUMER, 0, range(5)))
     checks = analyze(spark, h, tmp_path)
     assert checks["valid"] is True, counts(checks)
+
+
+def test_without_a_seek_reading_again_from_an_earlier_offset_is_a_nonmonotonic_poll(spark, tmp_path):
+    h = clean().seek(STEP_CONSUMER, 0).consume(STEP_CONSUMER, 0, range(5)).consume(STEP_CONSUMER, 0, range(5))
+    checks = analyze(spark, h, tmp_path)
+    assert counts(checks) == only("nonmonotonic-poll", 1)
+
+
+def test_a_seek_makes_its_consumer_s_first_read_judged_from_there(spark, tmp_path):
+    # A load consumer told to start at 0 whose first read is at offset 2 jumped over 0 and 1.
+    h = (produced().seek(LOAD_CONSUMER, 0).consume(LOAD_CONSUMER, 2, range(2, 5)).consumer_done()
+         .consume(STEP_CONSUMER, 0, range(2)).final(0, range(5)).final_done())
+    checks = analyze(spark, h, tmp_path)
+    assert counts(checks) == only("poll-skip", 1)
 
 
 def unread_last_record(complete: bool | None) -> History:
@@ -153,7 +168,8 @@ def test_unseen_is_not_checked_unless_the_consumers_ran_to_the_end(spark, tmp_pa
     assert counts(checks) == only("unseen", 0)
     assert checks["valid"] is True
     assert checks["stats"]["unseen_checked"]["checked"] is False
-    assert "consumer_done" in checks["stats"]["unseen_checked"]["reason"]
+    # Without consumer_done rows, whether a consumer read t-0 from its first offset to its last.
+    assert ("consumer_done" if complete is False else "not read from their first to their last offset") in checks["stats"]["unseen_checked"]["reason"]
 
 
 def test_a_node_seq_gap_makes_the_verdict_unknown(spark, tmp_path):

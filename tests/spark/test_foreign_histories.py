@@ -79,6 +79,58 @@ def test_a_history_written_from_the_contract_alone_shows_its_lost_write(spark, t
     assert checks["valid"] is False
 
 
+def polled(reads: list[list[int]], consumer: str = "c1") -> ContractHistory:
+    """p1 writes 6 records to t-0 (acknowledged ok at offsets 0..5, all in the final read); the
+    consumer reads the given offsets, one list per poll. No `consumer_seek` nor `consumer_done`
+    row: the contract's kinds only."""
+    h = ContractHistory()
+    for s in range(6):
+        h.add("p1", "produce_send", producer="p1", sequence=s, topic="t", partition=0, acks="all")
+        h.add("p1", "produce_ack", producer="p1", sequence=s, topic="t", partition=0, outcome="ok", offset=s, latency_ms=3.0)
+    for poll, offsets in enumerate(reads):
+        for o in offsets:
+            h.add(consumer, "consume", consumer=consumer, poll=poll, topic="t", partition=0, offset=o, producer="p1", sequence=o)
+    for s in range(6):
+        h.add("driver", "final_read", topic="t", partition=0, offset=s, producer="p1", sequence=s)
+    return h
+
+
+def anomaly_counts(spark, h: ContractHistory, tmp_path) -> tuple[dict[str, int], dict]:
+    checks, _ = analyze_run(h.write(tmp_path / "run"), tmp_path / "out", spark=spark)
+    return {name: a["count"] for name, a in checks["anomalies"].items() if a["count"]}, checks
+
+
+def test_a_poll_that_goes_back_is_a_nonmonotonic_poll_in_any_consumer(spark, tmp_path):
+    # Jepsen's nonmonotonic-poll: c1's second poll reads offset 1 again after 2.
+    found, checks = anomaly_counts(spark, polled([[0, 1, 2], [1, 2, 3, 4, 5]]), tmp_path)
+    assert found == {"nonmonotonic-poll": 1}
+    assert checks["anomalies"]["nonmonotonic-poll"]["examples"][0]["previous"] == 2
+    assert checks["valid"] is False
+
+
+def test_a_poll_that_jumps_over_committed_offsets_is_a_poll_skip_and_the_skipped_record_unseen(spark, tmp_path):
+    # c1 reads t-0 from its first committed offset to its last, jumping over offset 3: it ran to
+    # the end, so record 3 (acknowledged, committed, never read) is unseen as well.
+    found, checks = anomaly_counts(spark, polled([[0, 1, 2], [4, 5]]), tmp_path)
+    assert found == {"poll-skip": 1, "unseen": 1}
+    assert checks["anomalies"]["unseen"]["examples"] == [{"producer": "p1", "sequence": 3, "topic": "t", "partition": 0, "offset": 3}]
+    assert checks["stats"]["unseen_checked"]["checked"] is True
+
+
+def test_unseen_is_not_judged_when_no_consumer_read_to_the_end(spark, tmp_path):
+    found, checks = anomaly_counts(spark, polled([[0, 1, 2]]), tmp_path)
+    assert found == {}
+    assert checks["valid"] is True
+    assert checks["stats"]["unseen_checked"] == {
+        "checked": False, "reason": "1 of 1 partitions of the final read were not read from their first to their last offset by any consumer"}
+
+
+def test_a_consumer_that_starts_mid_log_is_judged_from_its_first_read(spark, tmp_path):
+    # Nothing says where c1 was to start (no seek): its first read at 3 skips nothing.
+    found, _ = anomaly_counts(spark, polled([[3, 4], [5]]), tmp_path)
+    assert found == {}
+
+
 def test_files_that_give_a_column_two_kinds_of_type_are_bad_input_named(tmp_path):
     run = five_records_one_lost().write(tmp_path / "run")
     rows = [{"time_ms": 99.0, "node": "c2", "incarnation": 0, "node_seq": 0, "kind": "consume", "consumer": "c2",

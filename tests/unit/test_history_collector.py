@@ -3,7 +3,7 @@ processes arrive in polls, each process's in its own order; the collector hands 
 time order up to the watermark, calls `after_batch` after each run of one node's events of one
 instant, drops repeats and counts gaps."""
 
-from actors.runtime.ray.world import HistoryCollector
+from actors.runtime.ray.world import HistoryCollector, RayWorld
 from observability.events import DRIVER, EventRecord, ReplicaHwm, Step
 
 
@@ -72,3 +72,27 @@ def test_what_after_batch_records_is_released_in_time_order():
         c.collected(r)
     c.release(30)
     assert seen == [(10, "b1", 0), (10, DRIVER, 0), (20, "b1", 1), (30, "b1", 2)]
+
+
+def test_a_wait_sees_a_state_that_lasted_less_than_a_poll():
+    """A wait's condition is judged after each batch a release hands over (RayWorld.watching), as
+    the simulator judges it after every event: a replica's high watermark that passed 5 between two
+    polls still satisfies a wait for 5."""
+    world = RayWorld(lambda: 0.0)
+    hwm_now = {}
+    world.trace.sinks.append(lambda r: hwm_now.__setitem__(r.node, r.event.hwm))
+
+    def at_five() -> bool:
+        return hwm_now.get("b1") == 5
+
+    with world.watching(at_five) as held:
+        for r in (hwm(10, "b1", 0, 3), hwm(20, "b1", 1, 5), hwm(30, "b1", 2, 8)):
+            world.trace.collected(r)
+        world.trace.release(30)  # one poll: the view ends at 8
+        assert not at_five()
+        assert held()
+    with world.watching(at_five) as later:
+        world.trace.collected(hwm(40, "b1", 3, 9))
+        world.trace.release(40)
+        assert not later()  # only what came after the wait began counts
+    assert world._watches == []  # a wait's condition is judged only during the wait

@@ -247,14 +247,19 @@ class RayCluster(RoleCluster):
             time.sleep(min(left, self.poll_interval_ms / 1000.0))
 
     def run_until(self, condition: Callable[[], bool], timeout_ms: float) -> bool:
+        """`condition` is judged after each batch of events a refresh hands to the cluster view
+        (world.py), not only once the refresh is done: so it holds, as in the simulator, if it held
+        at any moment of the history since the wait began, even one that lasted less than a poll
+        (a replica's high watermark passing a value, a voter's state during an election)."""
         end = time.monotonic() + timeout_ms / 1000.0
-        while True:
-            self.refresh()
-            if condition():
-                return True
-            if time.monotonic() >= end:
-                return False
-            time.sleep(self.poll_interval_ms / 1000.0)
+        with self.sim.watching(condition) as held:
+            while True:
+                self.refresh()
+                if held() or condition():
+                    return True
+                if time.monotonic() >= end:
+                    return False
+                time.sleep(self.poll_interval_ms / 1000.0)
 
     def crash(self, node: str, mode: str) -> None:
         kind = CrashKind(mode)

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from actors.runtime.sim.simulator import DRIVER_INCARNATION, Violation
@@ -124,8 +125,11 @@ class RayWorld:
         self._clock_ms = clock_ms
         self.nodes: dict[str, RayNode] = {}
         self.trace = HistoryCollector()
-        self.trace.after_batch = self.check_invariants
+        self.trace.after_batch = self._after_batch
         self.invariant_sets: list[Callable[[], dict[str, str]]] = []
+        # Judged after each batch of events, after the checks: the conditions of the waits in
+        # progress (`watching`).
+        self._watches: list[Callable[[], None]] = []
         self.violations: dict[str, Violation] = {}
 
     @property
@@ -141,6 +145,27 @@ class RayWorld:
     def record(self, event: Any, at_ms: float | None = None) -> None:
         """An event of the driver's; it joins the history in time order (see the module)."""
         self.trace.driver_event(self.now_ms if at_ms is None else at_ms, event)
+
+    def _after_batch(self) -> None:
+        self.check_invariants()
+        for watch in self._watches:
+            watch()
+
+    @contextmanager
+    def watching(self, condition: Callable[[], bool]) -> Iterator[Callable[[], bool]]:
+        """Within the block, `condition` is judged after each batch of events handed to the sinks;
+        yields a test that is true once it held after one of them (and stays true)."""
+        held = False
+
+        def watch() -> None:
+            nonlocal held
+            held = held or condition()
+
+        self._watches.append(watch)
+        try:
+            yield lambda: held
+        finally:
+            self._watches.remove(watch)
 
     def check_invariants(self) -> None:
         for check_set in self.invariant_sets:
