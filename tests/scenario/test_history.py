@@ -87,3 +87,28 @@ def test_acknowledged_records_carry_their_offsets_and_latencies(load_elr):
     at = dict(zip(zip(final["partition"].to_pylist(), final["offset"].to_pylist()), zip(final["producer"].to_pylist(), final["sequence"].to_pylist()), strict=True))
     for p, o, prod, seq in zip(acks["partition"].to_pylist(), acks["offset"].to_pylist(), acks["producer"].to_pylist(), acks["sequence"].to_pylist(), strict=True):
         assert at[(p, o)] == (prod, seq)
+
+
+def test_each_reading_starts_with_a_consumer_seek_row(tmp_path):
+    """Where each reading starts is in the history (`consumer_seek`): the poll anomalies judge a
+    `consume` step that reads the partition again from its `from` against that, not against what
+    the consumer read before (observability/analysis/anomalies.py, `poll_steps`)."""
+    from workloads.scenario.loading import validate
+
+    scenario = validate({
+        "name": "two-reads",
+        "cluster": {"brokers": 3, "controllers": 1},
+        "topics": [{"name": "t", "partitions": 1, "replication_factor": 3}],
+        "steps": [
+            {"produce": {"topic": "t", "partition": 0, "count": 4, "acks": "all", "expect": "acked"}},
+            {"consume": {"topic": "t", "partition": 0, "from": 0, "expect_count": 4}},
+            {"consume": {"topic": "t", "partition": 0, "from": 2, "expect_count": 2}},
+        ],
+    }, "test")
+    result = run_scenario(scenario, source="test", out_dir=tmp_path / "run")
+    rows = sorted(read_history(result.run_dir / "events").to_pylist(), key=lambda r: r["node_seq"])
+    reads = [(r["kind"], r["offset"]) for r in rows if r["node"] == "consumer" and r["kind"] in ("consumer_seek", "consume")]
+    # The same consumer then reads the final read (`final_read` rows): no seek row for that.
+    assert reads == [("consumer_seek", 0), ("consume", 0), ("consume", 1), ("consume", 2), ("consume", 3),
+                     ("consumer_seek", 2), ("consume", 2), ("consume", 3)]
+    assert any(r["kind"] == "final_read" and r["node"] == "consumer" for r in rows)
