@@ -325,7 +325,7 @@ def poll_skip(steps: DataFrame, views: HistoryViews) -> Anomaly:
     return _anomaly(df, ["run", "consumer", "topic", "partition", "poll"])
 
 
-def consumers_ran_to_the_end(history: DataFrame, views: HistoryViews) -> dict[str, tuple[bool, str]]:
+def consumers_ran_to_the_end(history: DataFrame, views: HistoryViews, runs: list[str]) -> dict[str, tuple[bool, str]]:
     """Per run, whether `unseen` can be checked there: whether its consumers ran to the end, so
     that a record nobody consumed is not just one nobody was there to read.
 
@@ -336,7 +336,8 @@ def consumers_ran_to_the_end(history: DataFrame, views: HistoryViews) -> dict[st
       consumer: it was there from the start to the end (a record it skipped on the way is unseen,
       and a poll-skip).
     Runs with neither are absent (not checked)."""
-    done = history.where(F.col("kind") == "consumer_done").groupBy("run").agg(
+    done_rows = history.where(F.col("kind") == "consumer_done")
+    done = done_rows.groupBy("run").agg(
         F.count(F.lit(1)).alias("n"), F.sum(F.when(F.col("complete"), 0).otherwise(1)).alias("incomplete")).collect()
     verdicts = {}
     for d in done:
@@ -345,18 +346,21 @@ def consumers_ran_to_the_end(history: DataFrame, views: HistoryViews) -> dict[st
                                          "(consumer_done complete=false)")
         else:
             verdicts[d["run"]] = (True, "every load consumer caught up with the committed log at the end")
-    verdicts.update(_read_start_to_end(views, exclude=sorted(verdicts)))
+    if any(run not in verdicts for run in runs):  # else (every run with load consumers) no scan of the reads
+        verdicts.update(_read_start_to_end(views, done_rows.select("run").distinct() if verdicts else None))
     return verdicts
 
 
-def _read_start_to_end(views: HistoryViews, exclude: list[str]) -> dict[str, tuple[bool, str]]:
-    """For the runs with consume rows not in `exclude`: whether every partition of the final read
-    had a consumer that read its first and its last offset (one small aggregation of the final read,
-    one semi-join of the reads with those two offsets per partition)."""
-    reads = views.consumes
-    if exclude:
-        reads = reads.where(~F.col("run").isin(*exclude))
-    bounds = views.final.groupBy(*PLACE).agg(F.min("offset").alias("first"), F.max("offset").alias("last"))
+def _read_start_to_end(views: HistoryViews, decided: DataFrame | None) -> dict[str, tuple[bool, str]]:
+    """For the runs with consume rows, less those in `decided` (a DataFrame of `run`, joined, not
+    listed: a campaign may have a hundred thousand runs): whether every partition of the final read
+    had a consumer that read its first and its last offset (one small aggregation of the final
+    read, one join of the reads with those two offsets per partition)."""
+    reads, final = views.consumes, views.final
+    if decided is not None:
+        reads = reads.join(F.broadcast(decided), "run", "left_anti")
+        final = final.join(F.broadcast(decided), "run", "left_anti")
+    bounds = final.groupBy(*PLACE).agg(F.min("offset").alias("first"), F.max("offset").alias("last"))
     ends = reads.select(*PLACE, "consumer", "offset").join(F.broadcast(bounds), PLACE).where(
         (F.col("offset") == F.col("first")) | (F.col("offset") == F.col("last")))
     covered = (ends.groupBy(*PLACE, "consumer")
@@ -367,8 +371,7 @@ def _read_start_to_end(views: HistoryViews, exclude: list[str]) -> dict[str, tup
     read_runs = [r["run"] for r in reads.select("run").distinct().collect()]
     if not read_runs:
         return {}
-    partitions = {r["run"]: r["n"] for r in bounds.where(F.col("run").isin(*read_runs)).groupBy("run")
-                  .agg(F.count(F.lit(1)).alias("n")).collect()}
+    partitions = {r["run"]: r["n"] for r in bounds.groupBy("run").agg(F.count(F.lit(1)).alias("n")).collect()}
     full = {r["run"]: r["n"] for r in covered.groupBy("run").agg(F.count(F.lit(1)).alias("n")).collect()}
     verdicts = {}
     for run in read_runs:
@@ -386,13 +389,13 @@ def _read_start_to_end(views: HistoryViews, exclude: list[str]) -> dict[str, tup
 NOT_CHECKED = "no consumer was seen to follow the run to its end (no consumer_done row; no consume rows, or no final read)"
 
 
-def find_anomalies(history: DataFrame, views: HistoryViews
+def find_anomalies(history: DataFrame, views: HistoryViews, runs: list[str]
                    ) -> tuple[dict[str, Anomaly], dict[str, tuple[bool, str]], dict[str, dict[str, Any]]]:
     """Every anomaly of the contract, by name (all present); per run how `unseen` was decided
     (runs absent: not checked, `NOT_CHECKED`); and per run the record figures of checks.json's
     stats (`record_anomalies`). `history`: rows of the history holding at least its
-    `consumer_done` and `consumer_seek` rows (loading.History.control)."""
-    unseen_rule = consumers_ran_to_the_end(history, views)
+    `consumer_done` and `consumer_seek` rows (loading.History.control); `runs`: the run ids."""
+    unseen_rule = consumers_ran_to_the_end(history, views, runs)
     found, record_stats = record_anomalies(views, sorted(r for r, (ok, _) in unseen_rule.items() if ok))
     found["inconsistent-offsets"] = inconsistent_offsets(views)
     steps = poll_steps(views, history).cache()

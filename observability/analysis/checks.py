@@ -97,7 +97,7 @@ def compute_run_results(history: History, dataset: Dataset, timings: dict[str, f
         census = take_census(history.rows, history.control)
         reasons = census.reasons
     with timed(timings, "anomalies_s"):
-        anomalies, unseen_rule, record_stats = find_anomalies(history.control, views)
+        anomalies, unseen_rule, record_stats = find_anomalies(history.control, views, list(dataset.runs))
     with timed(timings, "invariants_s"):
         spark_found = recheck_invariants(history.control)
     with timed(timings, "stats_s"):

@@ -131,6 +131,19 @@ def test_a_consumer_that_starts_mid_log_is_judged_from_its_first_read(spark, tmp
     assert found == {}
 
 
+def test_in_a_dataset_of_both_kinds_of_run_each_run_s_unseen_is_judged_by_its_own_rule(spark, tmp_path):
+    # Run "steps": contract kinds only; its consumer read t-0 from 0 to 5, jumping over 3.
+    # Run "load": its load consumer read 0..2 and said at the end it had caught up (consumer_done):
+    # judged by that, records 3, 4 and 5 are unseen.
+    polled([[0, 1, 2], [4, 5]]).write(tmp_path / "campaign" / "runs" / "steps")
+    polled([[0, 1, 2]]).add("c1", "consumer_done", consumer="c1", complete=True).write(tmp_path / "campaign" / "runs" / "load")
+    checks, _ = analyze_run(tmp_path / "campaign", tmp_path / "out", spark=spark)
+    runs = {r["run"]: r for r in pq.read_table(tmp_path / "out" / "runs.parquet").to_pylist()}
+    assert (runs["steps"]["unseen"], runs["load"]["unseen"]) == (1, 3)
+    assert (runs["steps"]["poll-skip"], runs["load"]["poll-skip"]) == (1, 0)
+    assert checks["anomalies"]["unseen"]["count"] == 4
+
+
 def test_files_that_give_a_column_two_kinds_of_type_are_bad_input_named(tmp_path):
     run = five_records_one_lost().write(tmp_path / "run")
     rows = [{"time_ms": 99.0, "node": "c2", "incarnation": 0, "node_seq": 0, "kind": "consume", "consumer": "c2",
