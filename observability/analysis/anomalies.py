@@ -354,8 +354,8 @@ def consumers_ran_to_the_end(history: DataFrame, views: HistoryViews, runs: list
 def _read_start_to_end(views: HistoryViews, decided: DataFrame | None) -> dict[str, tuple[bool, str]]:
     """For the runs with consume rows, less those in `decided` (a DataFrame of `run`, joined, not
     listed: a campaign may have a hundred thousand runs): whether every partition of the final read
-    had a consumer that read its first and its last offset (one small aggregation of the final
-    read, one join of the reads with those two offsets per partition)."""
+    had a consumer that read its first and its last offset (two jobs: the runs that read, and the
+    final read's bounds per partition joined with the reads at those two offsets)."""
     reads, final = views.consumes, views.final
     if decided is not None:
         reads = reads.join(F.broadcast(decided), "run", "left_anti")
@@ -367,15 +367,16 @@ def _read_start_to_end(views: HistoryViews, decided: DataFrame | None) -> dict[s
                .agg(F.max((F.col("offset") == F.col("first")).cast("int")).alias("has_first"),
                     F.max((F.col("offset") == F.col("last")).cast("int")).alias("has_last"))
                .where((F.col("has_first") == 1) & (F.col("has_last") == 1))
-               .select(*PLACE).distinct())
+               .select(*PLACE).distinct().withColumn("covered", F.lit(1)))
     read_runs = [r["run"] for r in reads.select("run").distinct().collect()]
     if not read_runs:
         return {}
-    partitions = {r["run"]: r["n"] for r in bounds.groupBy("run").agg(F.count(F.lit(1)).alias("n")).collect()}
-    full = {r["run"]: r["n"] for r in covered.groupBy("run").agg(F.count(F.lit(1)).alias("n")).collect()}
+    # Per run: the partitions of its final read, and how many of them a consumer read end to end.
+    counts = {r["run"]: (r["n"], r["ok"]) for r in bounds.join(covered, PLACE, "left").groupBy("run")
+              .agg(F.count(F.lit(1)).alias("n"), F.count("covered").alias("ok")).collect()}
     verdicts = {}
     for run in read_runs:
-        n, ok = partitions.get(run, 0), full.get(run, 0)
+        n, ok = counts.get(run, (0, 0))
         if n == 0:
             continue  # no final read: `valid` is unknown there anyway (completeness.py)
         if ok == n:
