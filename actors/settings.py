@@ -19,6 +19,7 @@ class KafkaSettings:
     eligible_leader_replicas_enable: bool
     unclean_leader_election_enable: bool
     unclean_recovery_strategy: str  # aggressive|proactive, balanced, none|manual, last_known_leader
+    unclean_leader_election_interval_ms: int  # how often the controller looks for leaderless partitions to elect uncleanly
     replica_lag_time_max_ms: int
     replica_fetch_wait_max_ms: int
     broker_heartbeat_interval_ms: int

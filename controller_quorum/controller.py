@@ -82,6 +82,12 @@ from .unclean_recovery import (
 )
 
 
+# Kafka's QuorumController: a pass of unclean elections that hit its cap is run again at once (10 ms
+# later, as Kafka defers an immediate event); maxElectionsPerImbalance is the cap.
+UNCLEAN_CHECK_AGAIN_MS = 10.0
+MAX_ELECTIONS_PER_PASS = 1_000
+
+
 class Controller:
     def __init__(self, local: str, settings: ClusterSettings) -> None:
         self.local = local
@@ -94,6 +100,9 @@ class Controller:
         # Elections committed, by kind (metadata.PartitionRecord.election).
         self.elections = {"clean": 0, "elr": 0, "preferred": 0, "unclean": 0, "last_known_leader": 0}
         self.recovery = UncleanRecovery(settings.config.unclean_recovery_strategy)
+        # When the active controller next looks for leaderless partitions whose topic allows an
+        # unclean election (None: not scheduled). Invariant: None unless active.
+        self.unclean_check_at_ms: float | None = None
 
     # --- RaftListener ---------------------------------------------------------------------------
 
@@ -145,12 +154,15 @@ class Controller:
         # A new active controller gives every broker a full session before fencing it.
         self.last_contact_ms = {b: now_ms for b in working.brokers}
         self.recovery.reset()
+        self.unclean_check_at_ms = None
+        self._maybe_schedule_unclean_check(now_ms)
         out.emit(ControllerActive(epoch))
 
     def on_lose_leadership(self, now_ms: float, out: Output) -> None:
         self.working = None
         self.replies = []
         self.recovery.reset()
+        self.unclean_check_at_ms = None
 
     @property
     def active(self) -> bool:
@@ -237,6 +249,7 @@ class Controller:
         else:
             return False
         self.maybe_recover_uncleanly(now_ms, out)
+        self._maybe_schedule_unclean_check(now_ms)
         return True
 
     def _reply(self, env: Envelope, payload: Any) -> Envelope:
@@ -403,6 +416,8 @@ class Controller:
         recovery = self.recovery.next_deadline(self.recovery.now_ms)
         if recovery is not None:
             deadlines.append(recovery)
+        if self.unclean_check_at_ms is not None:
+            deadlines.append(self.unclean_check_at_ms)
         return min(deadlines) if deadlines else None
 
     def tick(self, now_ms: float, out: Output) -> None:
@@ -416,6 +431,36 @@ class Controller:
         for part in list(self.working.partitions.values()):
             self._maybe_complete_reassignment(part, now_ms, out)
         self.maybe_recover_uncleanly(now_ms, out)
+        if self.unclean_check_at_ms is not None and now_ms >= self.unclean_check_at_ms:
+            self.unclean_check_at_ms = None
+            if self._elect_unclean_leaders(now_ms, out) >= MAX_ELECTIONS_PER_PASS:
+                self.unclean_check_at_ms = now_ms + UNCLEAN_CHECK_AGAIN_MS
+        self._maybe_schedule_unclean_check(now_ms)
+
+    # --- unclean leader election of leaderless partitions ---------------------------------------
+
+    def _maybe_schedule_unclean_check(self, now_ms: float) -> None:
+        """As Kafka's QuorumController.maybeScheduleNextElectUncleanLeaders after every write event:
+        while some partition has no leader, look again `unclean.leader.election.interval.ms` later
+        (Kafka's default: 5 minutes). So a topic whose `unclean.leader.election.enable` is turned on
+        while it is offline gets a leader within that interval, not only when a broker comes back."""
+        if self.active and self.unclean_check_at_ms is None and self.working.leaderless:
+            self.unclean_check_at_ms = now_ms + self.settings.config.unclean_leader_election_interval_ms
+
+    def _elect_unclean_leaders(self, now_ms: float, out: Output) -> int:
+        """ReplicationControlManager.maybeTriggerUncleanLeaderElectionForLeaderlessPartitions: each
+        leaderless partition whose topic allows unclean elections gets a live replica as leader (the
+        change's usual election: the ISR, the ELR, then any live replica). Returns the changes made."""
+        w = self.working
+        changed = 0
+        for key in [k for k in w.partitions if k in w.leaderless]:
+            part = w.partitions[key]
+            if changed >= MAX_ELECTIONS_PER_PASS:
+                break
+            if self.policy(part.topic, replication_factor=len(part.replicas)).unclean_leader_election:
+                if self._change(part, now_ms, out, reason="unclean_election_check") is not None:
+                    changed += 1
+        return changed
 
     # --- admin calls (on the active controller) ---------------------------------------------------
 

@@ -127,6 +127,8 @@ class RaftNode:
         self.replica_end: dict[str, int] = {}
         self.fetched_since_check: set[str] = set()
         self.check_quorum_deadline_ms: float | None = None
+        # When the leader next sends BeginQuorumEpoch to every other voter (None: not leading).
+        self.begin_quorum_epoch_at_ms: float | None = None
         self.parked: dict[str, tuple[str, FetchRequest, float]] = {}
         self.pending: list[Any] = []
         self.linger_deadline_ms: float | None = None
@@ -175,6 +177,7 @@ class RaftNode:
             q.backoff_until_ms,
             self.check_quorum_deadline_ms,
             self.linger_deadline_ms,
+            self.begin_quorum_epoch_at_ms,
         ]
         fetching = q.state is RaftState.FOLLOWER or not self.is_voter
         if fetching and self.fetch_in_flight_since is not None:
@@ -193,6 +196,8 @@ class RaftNode:
             if self.linger_deadline_ms is not None and now_ms >= self.linger_deadline_ms:
                 self._append_pending(now_ms, out)
             self._expire_parked(now_ms, out)
+            if self.begin_quorum_epoch_at_ms is not None and now_ms >= self.begin_quorum_epoch_at_ms:
+                self._send_begin_quorum_epoch(now_ms, out)
             if self.check_quorum_deadline_ms is not None and now_ms >= self.check_quorum_deadline_ms:
                 self._resign(now_ms, out, reason="check_quorum")
         elif s is RaftState.FOLLOWER:
@@ -355,9 +360,19 @@ class RaftNode:
         # The high watermark only moves once an entry of this epoch is committed: write one now.
         self.pending.insert(0, LeaderChange(self.local, q.epoch, self.voters))
         self._append_pending(now_ms, out)
+        self._send_begin_quorum_epoch(now_ms, out)
+        self.listener.on_become_leader(q.epoch, now_ms, out)
+
+    def _send_begin_quorum_epoch(self, now_ms: float, out: Output) -> None:
+        """Tell every other voter this node leads the epoch: at election, then every half fetch
+        timeout while it leads (Kafka's KafkaRaftClient.maybeSendBeginQuorumEpochRequests,
+        LeaderState's beginQuorumEpochTimer of fetchTimeoutMs / 2). The repeats reach a voter that
+        missed the first (cut off, or down): a leader of an older epoch that never heard of this
+        one steps down when one arrives, Check Quorum on or off."""
+        q = self.quorum
         for voter in self._others():
             self._send(out, voter, BeginQuorumEpoch(q.epoch, self.local), durable=True)
-        self.listener.on_become_leader(q.epoch, now_ms, out)
+        self.begin_quorum_epoch_at_ms = now_ms + self.config.fetch_timeout_ms / 2
 
     def _leave_leadership(self, now_ms: float, out: Output) -> None:
         if self.quorum.state is RaftState.LEADER:
@@ -370,6 +385,7 @@ class RaftNode:
         self.pending.clear()
         self.linger_deadline_ms = None
         self.check_quorum_deadline_ms = None
+        self.begin_quorum_epoch_at_ms = None
         self.listener.on_lose_leadership(now_ms, out)
 
     def _resign(self, now_ms: float, out: Output, reason: str) -> None:

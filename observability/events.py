@@ -256,6 +256,24 @@ class ConsumerSeek(NamedTuple):
     offset: int
 
 
+@event("consumer_reset")
+class ConsumerReset(NamedTuple):
+    """A consumer found that the log it read was truncated under it (KIP-320: the leader ends the
+    epoch of the last record it read before its position) and moved back: it reads `offset` next,
+    where it was at `from_offset`. `leader_epoch` is the epoch the leader's answer named, -1 when
+    the leader has no epoch up to it (the consumer then resets to the earliest offset, as
+    `auto.offset.reset=earliest` does). Not a seek: the application did not ask for it, so the
+    poll anomalies judge the reads after it against the reads before it, as Jepsen would see them."""
+
+    consumer: str
+    topic: str
+    partition: int
+    from_offset: int
+    offset: int
+    leader_epoch: int
+    reason: str  # "log_truncation"
+
+
 @event("final_read")
 class FinalRead(NamedTuple):
     """The committed log at the end of a run, one row per record: read from the partition's leader

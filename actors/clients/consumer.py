@@ -28,7 +28,7 @@ from actors.replication.messages import (
     MetadataRequest,
     MetadataResponse,
 )
-from observability.events import Consume, ConsumeDone, ConsumerDone, ConsumerSeek, FinalRead, FinalReadDone, ListOffsetsAnswer
+from observability.events import Consume, ConsumeDone, ConsumerDone, ConsumerReset, ConsumerSeek, FinalRead, FinalReadDone, ListOffsetsAnswer
 
 from .records import decode_records
 
@@ -61,6 +61,9 @@ class Reading:
     values: list[str] = field(default_factory=list)
     done: bool = False
     caught_up_at_hwm: int | None = None
+    # The leader epoch of the last record read (Kafka's position "offset epoch"), -1 before the
+    # first read or after a seek: what the leader validates the position against (KIP-320).
+    last_epoch: int = -1
 
 
 class ConsumerNode:
@@ -177,7 +180,8 @@ class ConsumerNode:
             self.next_request_id += 1
             self.in_flight[cid] = (self.next_request_id, now_ms)
             reader = FINAL_READER if r.command.final_source is not None else CONSUMER
-            req = FetchRequest(self.next_request_id, reader, -1, 0, (FetchPartition(key[0], key[1], -1, r.position),))
+            last_epoch = r.last_epoch if r.command.final_source is None else -1
+            req = FetchRequest(self.next_request_id, reader, -1, 0, (FetchPartition(key[0], key[1], -1, r.position, last_epoch),))
             out.send(Envelope(self.node_id, f"b{leader}", req))
 
     def _ask_metadata(self, now_ms: float, out: Output) -> None:
@@ -198,6 +202,9 @@ class ConsumerNode:
         (fp,) = resp.partitions
         key = (fp.topic, fp.partition)
         c = r.command
+        if fp.diverging_epoch is not None:
+            self._on_log_truncation(cid, r, fp.diverging_epoch, now_ms, out)
+            return
         if fp.error is not None:
             if c.final_source is not None:
                 self._end_final_read(r, None, out)
@@ -226,6 +233,7 @@ class ConsumerNode:
             out.emit(Consume(self.node_id, poll, key[0], key[1], r.position, producer, sequences[start:], b.base_offset, b.crc))
             got += b.count - start
             r.position = b.next_offset
+            r.last_epoch = b.leader_epoch
         if got:
             self.polls += 1
         self.consumed += got
@@ -238,6 +246,21 @@ class ConsumerNode:
             r.caught_up_at_hwm = fp.high_watermark
             out.emit(ConsumeDone(c.command_id, len(r.values)))
         self.next_poll_ms[cid] = now_ms if got else now_ms + POLL_BACKOFF_MS
+
+    def _on_log_truncation(self, cid: int, r: Reading, diverging: tuple[int, int], now_ms: float, out: Output) -> None:
+        """The leader's log ends the epoch of the last record read before this reading's position:
+        what was read there is gone. As Kafka's consumer with an offset reset policy does
+        (SubscriptionState.maybeCompleteValidation, "Truncation detected ... resetting offset to
+        the first offset known to diverge"), move back to where that epoch ends now, or, when the
+        leader has no epoch up to it, to the earliest offset (kraftlab's consumers read from the
+        beginning, as `auto.offset.reset=earliest`); then read on from there."""
+        epoch, end = diverging
+        target = end if epoch >= 0 and end >= 0 else 0
+        c = r.command
+        out.emit(ConsumerReset(self.node_id, c.topic, c.partition, r.position, target, epoch, "log_truncation"))
+        r.position = min(r.position, target)
+        r.last_epoch = epoch if epoch >= 0 and end >= 0 else -1
+        self.next_poll_ms[cid] = now_ms
 
     # --- the final read --------------------------------------------------------------------------
 

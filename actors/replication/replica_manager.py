@@ -413,6 +413,16 @@ class ReplicaManager:
             if replica is None or not (replica.is_leader or final):
                 parts.append(FetchedPartition(fp.topic, fp.partition, NOT_LEADER_OR_FOLLOWER))
                 continue
+            if not final and fp.last_fetched_epoch >= 0 and self.env.settings.protocol.leader_epoch_truncation:
+                # KIP-320: the consumer's position is validated against this leader's epochs (Kafka's
+                # consumer asks OffsetsForLeaderEpoch for the epoch of the last record it read when
+                # the leader changes; here the fetch carries that epoch, as a follower's does). An
+                # epoch ending before the position, or none up to it, means the log it read was
+                # truncated: the answer says where (the consumer moves back there).
+                epoch, end = replica.log.end_offset_for_epoch(fp.last_fetched_epoch)
+                if epoch < 0 or end < fp.fetch_offset:
+                    parts.append(FetchedPartition(fp.topic, fp.partition, None, replica.hwm, replica.log.end_offset, diverging_epoch=(epoch, end)))
+                    continue
             # Consumers read committed records only: whole batches below the leader's HWM.
             batches = replica.log.read_range(fp.fetch_offset, replica.hwm, MAX_FETCH_BATCHES)
             parts.append(FetchedPartition(fp.topic, fp.partition, None, replica.hwm, replica.log.end_offset, batches=batches))

@@ -77,7 +77,10 @@ class Clients:
     def consume(self, args: Consume) -> None:
         self.next_command += 1
         cid = self.next_command
-        cmd = ConsumeCommand(cid, args.topic, args.partition, args.from_offset, args.expect_count)
+        # As Kafka's tests consume (TestUtils.consumeRecords): until as many records as expected
+        # were read, or the step's timeout; `expect_values` expects as many as it lists.
+        expect = args.expect_count if args.expect_count is not None or args.expect_values is None else len(args.expect_values)
+        cmd = ConsumeCommand(cid, args.topic, args.partition, args.from_offset, expect)
         cluster = self.cluster
         cluster.invoke(CONSUMER, lambda role, now: role.submit(cmd, now))
         cluster.run_until(lambda: cid in self.view.consume_done.get(CONSUMER, {}), args.timeout_ms)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .checks import campaign_checks, compute_run_results, overall_latency, run_checks, run_rows, timed
-from .loading import discover, load_history
+from .loading import discover, load_history, unreadable_files_named
 from .output import write_json_atomically, write_table_atomically
 from .report import write_report
 from .session import start_local
@@ -37,26 +37,27 @@ def analyze_run(run_dir: Path, out_dir: Path | None = None, engine: str = "local
         spark = start_local(out_dir)
     timings["spark_start_s"] = time.perf_counter() - started
     try:
-        with timed(timings, "load_s"):
-            history = load_history(spark, dataset)
-        results, anomalies, _, census = compute_run_results(history, dataset, timings)
-        with timed(timings, "windows_s"):
-            windows, partition_states, durations = compute_windows(history, dataset.runs, census.last_ms)
-            for run, figures in window_stats(windows, durations).items():
-                results[run].stats.update(figures)
-                results[run].stats["duration_s"] = durations[run]
-        if dataset.campaign:
-            latency = overall_latency(history.views)
-            checks = campaign_checks(dataset, results, anomalies, latency, engine)
-        else:
-            checks = run_checks(next(iter(results.values())), anomalies, engine)
-        with timed(timings, "write_s"):
-            write_windows(out_dir / "windows.parquet", windows)
-        with timed(timings, "partitions_s"):
-            write_dataframe(out_dir / "partitions.parquet", partition_figures(history, partition_states, durations), PARTITIONS)
-        windows.unpersist()
-        partition_states.unpersist()
-        history.unpersist()
+        with unreadable_files_named(dataset):
+            with timed(timings, "load_s"):
+                history = load_history(spark, dataset)
+            results, anomalies, _, census = compute_run_results(history, dataset, timings)
+            with timed(timings, "windows_s"):
+                windows, partition_states, durations = compute_windows(history, dataset.runs, census.last_ms)
+                for run, figures in window_stats(windows, durations).items():
+                    results[run].stats.update(figures)
+                    results[run].stats["duration_s"] = durations[run]
+            if dataset.campaign:
+                latency = overall_latency(history.views)
+                checks = campaign_checks(dataset, results, anomalies, latency, engine)
+            else:
+                checks = run_checks(next(iter(results.values())), anomalies, engine)
+            with timed(timings, "write_s"):
+                write_windows(out_dir / "windows.parquet", windows)
+            with timed(timings, "partitions_s"):
+                write_dataframe(out_dir / "partitions.parquet", partition_figures(history, partition_states, durations), PARTITIONS)
+            windows.unpersist()
+            partition_states.unpersist()
+            history.unpersist()
     finally:
         if own:
             spark.stop()

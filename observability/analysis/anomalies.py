@@ -84,7 +84,8 @@ class HistoryViews:
           the places (topic, partition, offset) the final read found it at; null when absent, and
           different exactly when it is at two places or more (up to a 64-bit hash collision:
           about 1e-19 for a pair of places);
-        - `read`: 1 when some consumer read it, else 0.
+        - `read`: 1 when some consumer read it, else 0;
+        - `failed`: 1 when some `produce_ack` had outcome fail ("surely not written"), else 0.
 
         One aggregation with numeric results (Spark's hash aggregation: 9 s for 7 million rows
         here, where `min` of structs and `collect_set` made it a sort aggregation of 20 s) replaces
@@ -92,6 +93,7 @@ class HistoryViews:
         table, and their few examples are read back from the rows (`_details`)."""
         kind = F.col("kind")
         ok = (kind == "produce_ack") & (F.col("outcome") == "ok")
+        failed = (kind == "produce_ack") & (F.col("outcome") == "fail")
         final = kind == "final_read"
         # The sends are left out (a filter after the scan, which decodes them anyway): an ok
         # acknowledgement carries its `acks` in kraftlab's histories; `sent_acks` reads the
@@ -101,7 +103,8 @@ class HistoryViews:
                      F.max(F.when(ok, _acks_code())).alias("acks"),
                      F.min(F.when(final, _place_fingerprint())).alias("final_lo"),
                      F.max(F.when(final, _place_fingerprint())).alias("final_hi"),
-                     F.max((kind == "consume").cast("int")).alias("read"))
+                     F.max((kind == "consume").cast("int")).alias("read"),
+                     F.max(failed.cast("int")).alias("failed"))
                 .cache())
 
 
@@ -130,6 +133,8 @@ def _record_anomalies() -> dict[str, F.Column]:
         "duplicate": F.col("final_lo") != F.col("final_hi"),  # at two places or more in the final read
         "uncommitted-read": read & ~in_final,  # read by a consumer, absent from the final read
         "unseen": acked & in_final & ~read,  # acknowledged ok and committed, never read
+        # Jepsen's G1a (aborted read): a write known to have failed, visible to a read.
+        "aborted-read": (F.col("failed") == 1) & ~acked & (in_final | read),
     }
 
 
@@ -179,6 +184,8 @@ def _record_example(name: str, identity: tuple, rows: dict[str, list[tuple]]) ->
     elif name == "duplicate":
         places = sorted(set(rows["final"]), key=_spark_order)
         example["at"] = [dict(zip(("topic", "partition", "offset"), p, strict=True)) for p in places]
+    elif name == "aborted-read" and not rows["read"]:
+        example.update(zip(("topic", "partition", "offset"), _first(rows["final"]), strict=True))
     else:
         example.update(zip(("topic", "partition", "offset", "consumer"), _first(rows["read"]), strict=True))
     return example

@@ -20,6 +20,8 @@ at all is bad input. Spark's own failures while reading are caught and re-raised
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import re
 from dataclasses import dataclass, field
 from functools import reduce
@@ -240,9 +242,45 @@ def load_history(spark, dataset: Dataset) -> History:
         control.count()
         views = HistoryViews.of(rows)
     except (PySparkException, Py4JError) as exc:
+        bad = _first_unreadable(f for files in dataset.layout.groups.values() for f in files)
+        if bad is not None:
+            raise AnalysisInputError(f"{bad[0]}: cannot read this history file ({bad[1]})") from None
         where = dataset.root if dataset.campaign else dataset.root / "events"
         raise AnalysisInputError(f"{where}: Spark could not read the history ({_java_reason(exc)})") from None
     return History(rows, control, views)
+
+
+@contextmanager
+def unreadable_files_named(dataset: Dataset):
+    """Spark decodes a file's pages only when a job reads them, and the record-level files only
+    when a check does (the control cache's filter skips them by their `kind` dictionaries): a
+    corrupt page there fails a check, not the loading. Such a failure is bad input too: exit 2
+    naming the file, not a Java stack trace. Costs nothing unless Spark fails."""
+    from py4j.protocol import Py4JError
+    from pyspark.errors import PySparkException
+
+    try:
+        yield
+    except (PySparkException, Py4JError):
+        bad = _first_unreadable(f for files in dataset.layout.groups.values() for f in files)
+        if bad is None:
+            raise
+        raise AnalysisInputError(f"{bad[0]}: cannot read this history file ({bad[1]})") from None
+
+
+def _first_unreadable(files) -> tuple[Path, str] | None:
+    """The first file pyarrow cannot decode whole, and why: after Spark failed, so that the message
+    names the file. (A corrupt page inside a file with a sound footer gets past the footer checks
+    of loading; Spark's own error names a task, not always the file.)"""
+    import pyarrow.parquet as pq
+
+    for path in files:
+        try:
+            pq.read_table(path)
+        except Exception as exc:  # noqa: BLE001 (any decoding error names this file)
+            text = str(exc).strip()
+            return path, text.splitlines()[0] if text else type(exc).__name__
+    return None
 
 
 def _read_group(spark, signature: Signature, files: list[Path], run, types: dict[str, DataType]) -> DataFrame:

@@ -277,3 +277,44 @@ def test_adding_a_fenced_replica_is_ineligible():
     assert cluster.image().brokers[3].fenced
     rejected, part = send_alter_partition(cluster, [(1, img.brokers[1].epoch), (2, img.brokers[2].epoch), (3, img.brokers[3].epoch)])
     assert rejected == ["INELIGIBLE_REPLICA"] and part.isr == (1, 2)
+
+
+def test_a_cut_off_controller_leader_steps_down_after_the_heal_without_check_quorum(tmp_path):
+    """With Check Quorum off the cut-off active controller keeps leading its old epoch; once the
+    network heals, the new leader's periodic BeginQuorumEpoch (every half fetch timeout, Kafka's
+    KafkaRaftClient.maybeSendBeginQuorumEpochRequests) reaches it and it follows. Before, the
+    leader sent BeginQuorumEpoch once, at its election, and c3 led epoch 1 for ever."""
+    summary, events = run_yaml(tmp_path, """
+        name: stale-leader-without-check-quorum
+        cluster: {brokers: 3, controllers: 3, protocol: {check_quorum: false}}
+        topics: [{name: t, replication_factor: 3}]
+        steps:
+          - expect: {quorum: true, leader: 3, epoch: 1}
+          - isolate: c3
+          - wait_for: {quorum_elections: 2, timeout_ms: 10000}
+          - wait: 3000
+          - expect: {quorum: true, states: {3: leader}}     # it has not heard of epoch 2
+          - heal: all
+          - wait: 2000
+          - expect: {quorum: true, epoch: 2, states: {3: follower}}
+    """)
+    assert_ok(summary)
+    c3 = [e for e in events if e["node"] == "c3" and e["kind"] == "raft_state"]
+    assert [(e["state"], e["epoch"]) for e in c3][-1] == ("follower", 2)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_consume_step_waits_for_the_values_it_expects(tmp_path, seed):
+    """An acks=1 record is acknowledged before the followers have it, so the leader's HWM may not
+    cover it yet when the consume step's first fetch arrives: the step reads on until it has as
+    many records as `expect_values` lists (or its timeout), as Kafka's tests consume. It used to
+    stop at the first HWM it caught up with and read nothing (seed 4)."""
+    summary, _ = run_yaml(tmp_path, """
+        name: consume-waits-for-values
+        cluster: {brokers: 3, controllers: 1}
+        topics: [{name: t, replication_factor: 3}]
+        steps:
+          - produce: {topic: t, partition: 0, values: [a], acks: 1, expect: acked}
+          - consume: {topic: t, partition: 0, from: 0, expect_values: [a]}
+    """, seed=seed)
+    assert_ok(summary)

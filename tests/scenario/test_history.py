@@ -53,10 +53,58 @@ def test_fsync_storage_tells_each_flush_its_acknowledgements_wait_on(tmp_path):
     assert all(r["files"] >= 1 for r in rows)
 
 
-def test_without_elr_the_lost_writes_in_the_history_are_the_summarys_acked_lost(tmp_path):
-    run_dir, summary = run("last-replica-standing-load-no-elr", tmp_path)
+@pytest.fixture(scope="module")
+def load_no_elr(tmp_path_factory):
+    return run("last-replica-standing-load-no-elr", tmp_path_factory.mktemp("no-elr"))
+
+
+def test_without_elr_the_lost_writes_in_the_history_are_the_summarys_acked_lost(load_no_elr):
+    run_dir, summary = load_no_elr
     rows = assert_complete_history(run_dir, summary)
     assert len(lost_writes(rows)) == summary["stats"]["acked_lost"] > 0
+
+
+def consumer_rows(rows, consumer="load-consumer-1"):
+    return sorted((r for r in rows if r["node"] == consumer), key=lambda r: (r["incarnation"], r["node_seq"]))
+
+
+def test_a_consumer_moves_back_over_a_log_truncated_under_it(load_no_elr):
+    """KIP-320, as the load's consumer lives through the Last Replica Standing without ELR: it had
+    read up to where b1's OS crash took the log back to nothing; once b1 leads again, its epochs end
+    below the consumer's position, the consumer moves back to offset 0 (no epoch up to its own:
+    the earliest offset) and reads the records that replaced those it read."""
+    run_dir, _ = load_no_elr
+    rows = consumer_rows(read_history(run_dir / "events").to_pylist())
+    (reset,) = [r for r in rows if r["kind"] == "consumer_reset"]
+    assert reset["from_offset"] > 0 and reset["offset"] == 0 and reset["leader_epoch"] == -1
+    assert reset["reason"] == "log_truncation"
+    before = [r for r in rows if r["kind"] == "consume" and r["node_seq"] < reset["node_seq"]]
+    after = [r for r in rows if r["kind"] == "consume" and r["node_seq"] > reset["node_seq"]]
+    # Before: offsets 0.. in order, up to where it was. After: from 0 again, in order.
+    assert [r["offset"] for r in before] == list(range(reset["from_offset"]))
+    assert [r["offset"] for r in after] == list(range(len(after))) and after
+    # What it reads there now are other records than it read there before.
+    first = {r["offset"]: (r["producer"], r["sequence"]) for r in before}
+    assert all(first[r["offset"]] != (r["producer"], r["sequence"]) for r in after if r["offset"] in first)
+
+
+def test_a_consumer_does_not_move_back_when_nothing_was_truncated(load_elr):
+    run_dir, _ = load_elr
+    rows = consumer_rows(read_history(run_dir / "events").to_pylist())
+    assert [r for r in rows if r["kind"] == "consumer_reset"] == []
+
+
+def test_without_leader_epoch_truncation_a_consumer_is_not_moved_back(tmp_path):
+    """With `protocol.leader_epoch_truncation: false` (before KIP-101 and KIP-320) the leader does
+    not validate the consumer's position: it waits where it was and reads on from there when the
+    new log reaches it, never reading the records written below."""
+    scenario, _ = load_scenario("last-replica-standing-load-no-elr")
+    protocol = scenario.cluster.protocol.model_copy(update={"leader_epoch_truncation": False})
+    run_dir, _ = run("last-replica-standing-load-no-elr", tmp_path, cluster=scenario.cluster.model_copy(update={"protocol": protocol}))
+    rows = consumer_rows(read_history(run_dir / "events").to_pylist())
+    assert not [r for r in rows if r["kind"] == "consumer_reset"]
+    offsets = [r["offset"] for r in rows if r["kind"] == "consume"]
+    assert offsets == sorted(set(offsets))  # never back
 
 
 def test_a_partition_without_a_leader_is_read_from_every_running_replica(tmp_path):

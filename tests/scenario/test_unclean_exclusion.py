@@ -2,11 +2,7 @@
 after a disk loss the broker restarts with no log at all, its replica is created from the metadata,
 and without ELR it is elected at once with nothing (reference/kip-966-last-replica-standing.txt)."""
 
-import json
-
-from click.testing import CliRunner
-
-from kraftlab.cli import main
+from .cli_runs import assert_ran_as_expected, run_text
 
 DISK_LOSS_WITHOUT_ELR = """
 name: disk-loss-no-elr
@@ -40,10 +36,5 @@ expect_violations:
 
 
 def test_a_broker_back_from_a_disk_loss_is_caught_leading_without_the_committed_records(tmp_path):
-    source = tmp_path / "disk-loss-no-elr.yaml"
-    source.write_text(DISK_LOSS_WITHOUT_ELR)
-    result = CliRunner().invoke(main, ["run", str(source), "--out", str(tmp_path / "run")])
-    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert summary["failures"] == []
-    assert {v["invariant"] for v in summary["violations"]} == set(summary["expect_violations"])
-    assert summary["ok"] is True and result.exit_code == 0, result.output
+    summary, result = run_text(tmp_path, DISK_LOSS_WITHOUT_ELR)
+    assert_ran_as_expected(summary, result)

@@ -104,6 +104,25 @@ def test_uncommitted_read_and_an_indeterminate_record_is_not_lost(spark, tmp_pat
     assert checks["stats"]["indeterminate"] == 1 and checks["stats"]["acked"] == 5
 
 
+def test_aborted_read_a_failed_record_found_in_the_log(spark, tmp_path):
+    """Jepsen's G1a: record 5's acknowledgement said `fail` ("surely not written"), yet the final
+    read holds it at offset 5 (read by no consumer: the example shows the final read's place).
+    A record of unknown outcome (`info`) in the log is no anomaly: it may have been written."""
+    h = (produced().produce([5], None, outcome="fail").produce([6], None, outcome="info")
+         .consume(LOAD_CONSUMER, 0, range(5)).consumer_done().final(0, range(7)).final_done())
+    checks = analyze(spark, h, tmp_path)
+    assert counts(checks) == only("aborted-read", 1)
+    assert checks["anomalies"]["aborted-read"]["examples"] == [
+        {"producer": "p1", "sequence": 5, "topic": "t", "partition": 0, "offset": 5}]
+    assert checks["valid"] is False
+
+
+def test_a_failed_record_absent_from_every_read_is_no_anomaly(spark, tmp_path):
+    h = produced().produce([5], None, outcome="fail").consume(LOAD_CONSUMER, 0, range(5)).consumer_done().final(0, range(5)).final_done()
+    checks = analyze(spark, h, tmp_path)
+    assert counts(checks) == only("aborted-read", 0) and checks["valid"] is True
+
+
 def test_nonmonotonic_poll(spark, tmp_path):
     # The third poll goes back to offset 2.
     h = (produced().consume(LOAD_CONSUMER, 0, range(3)).consume(LOAD_CONSUMER, 3, range(3, 5))

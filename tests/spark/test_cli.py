@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from observability.analysis.analyze import analyze_run
 from observability.analysis.errors import AnalysisInputError
 from observability.analysis.loading import discover, load_history
 
@@ -64,15 +65,32 @@ def test_truncated_parquet_file(tmp_path):
 
 
 def test_a_corrupt_page_that_spark_finds_is_named_too(spark, tmp_path):
-    # The footer reads, the data does not: Spark's failure comes back as bad input with the folder.
+    # The footer reads, the data of one file does not: Spark's failure comes back as bad input
+    # naming that file (found again with pyarrow once Spark has failed). The load consumer's file:
+    # it holds a kind the control cache reads (`consumer_done`), so Spark decodes its pages (a
+    # file of record kinds only is skipped by its `kind` dictionary until a check reads it).
     run_dir = clean().write(tmp_path / "run")
-    for path in (run_dir / "events").glob("*.parquet"):
-        data = bytearray(path.read_bytes())
-        data[4:68] = b"\xff" * 64  # the first column chunk (time_ms, read by every check), not the footer
-        path.write_bytes(bytes(data))
-    with pytest.raises(AnalysisInputError, match="Spark could not read the history") as caught:
+    path = run_dir / "events" / "load-consumer-1-00000.parquet"
+    data = bytearray(path.read_bytes())
+    data[4:68] = b"\xff" * 64  # the first column chunk (time_ms, read by every check), not the footer
+    path.write_bytes(bytes(data))
+    with pytest.raises(AnalysisInputError, match="cannot read this history file") as caught:
         load_history(spark, discover(run_dir))
-    assert str(run_dir / "events") in str(caught.value)
+    assert str(caught.value).startswith(f"{path}: ")
+
+
+def test_a_corrupt_page_found_by_a_check_is_named_too(spark, tmp_path):
+    # The producer's file holds record kinds only: the loading skips its pages, the first check
+    # that reads them fails. That is bad input as well, naming the file, with no checks.json.
+    run_dir = clean().write(tmp_path / "run")
+    path = run_dir / "events" / "p1-00000.parquet"
+    data = bytearray(path.read_bytes())
+    data[4:68] = b"\xff" * 64
+    path.write_bytes(bytes(data))
+    with pytest.raises(AnalysisInputError, match="cannot read this history file") as caught:
+        analyze_run(run_dir, engine="local", spark=spark)
+    assert str(caught.value).startswith(f"{path}: ")
+    assert not (run_dir / "analysis" / "checks.json").exists()
 
 
 def test_a_valid_history_exits_0_with_checks_in_the_run_directory_and_a_quiet_console(tmp_path):

@@ -54,6 +54,7 @@ CASES = [
     ("bad-quorum-state", BASE + "steps: [{expect: {quorum: true, states: {1: boss}}}]", "steps[0].expect.states.1", "'leader'"),
     ("idempotent-load-acks-1", BASE + "steps: [{load: {acks: 1, idempotent: true}}]", "steps[0].load.idempotent", "`idempotent: true` needs `acks: all`"),
     ("idempotent-load-acks-0", BASE + "steps: [{load: {acks: 0, idempotent: true}}]", "steps[0].load.idempotent", "Must set acks to all in order to use the idempotent producer"),
+    ("idempotent-produce-acks-1", BASE + "steps: [{produce: {topic: t, count: 1, acks: 1, idempotent: true}}]", "steps[0].produce.idempotent", "`idempotent: true` needs `acks: all`"),
     ("alter-config-unknown-key", BASE + "steps: [{alter_config: {topic: t, config: {min.isr: 1}}}]", "steps[0].alter_config.config", "min.isr: unknown config key"),
 ]
 
@@ -135,6 +136,19 @@ def test_bad_overrides_exit_2(tmp_path, override, words):
     assert not out_dir.exists()
 
 
+@pytest.mark.parametrize(
+    "override,where",
+    [
+        ("cluster.protocl.prevote=false", "cluster.protocl: unknown key (from --set cluster.protocl.prevote=false)"),
+        ("cluster.brokers=0", "cluster.brokers: Input should be greater than 0 (got 0) (from --set cluster.brokers=0)"),
+    ],
+)
+def test_a_problem_made_by_an_override_names_it_not_a_line_of_the_file(tmp_path, override, where):
+    result, _, _ = run_cli(tmp_path, BASE, "--set", override)
+    message = " ".join(result.output.split())
+    assert result.exit_code == 2 and where in message and "(line" not in message
+
+
 def test_a_missing_file_or_unknown_library_name_exits_2(tmp_path):
     result = CliRunner().invoke(main, ["run", str(tmp_path / "nope.yaml")])
     assert result.exit_code == 2 and "no such file" in result.output
@@ -162,3 +176,11 @@ def test_the_installed_command_exits_2_on_invalid_input(tmp_path):
     assert proc.returncode == 2
     assert "cluster.storage" in proc.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_a_reference_problem_names_its_line_too(tmp_path):
+    """Problems found after the schema (an unknown node, a partition the topic lacks) point at the
+    step's line, as schema problems do."""
+    result, _, _ = run_cli(tmp_path, BASE + "steps:\n  - produce: {topic: t, count: 1}\n  - crash: {node: b9, mode: os}\n")
+    message = " ".join(result.output.split())
+    assert result.exit_code == 2 and "steps[1].crash.node (line 6): unknown node 'b9'" in message

@@ -7,6 +7,8 @@ turns it into exit code 2 before anything runs or is written.
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -184,6 +186,26 @@ def _format_loc(loc: tuple, raw: Any = None) -> str:
     return out
 
 
+def _parse_path(path: str) -> tuple:
+    """'steps[3].produce.partition' -> ('steps', 3, 'produce', 'partition') (`_format_loc` reversed)."""
+    return tuple(int(index) if index else key for key, index in re.findall(r"([^.\[\]]+)|\[(\d+)\]", path))
+
+
+def _in_document(root: yaml.Node | None, loc: tuple) -> bool:
+    """Whether the file itself holds the key path (a union member's name in `loc` is skipped)."""
+    node = root
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            node = next((v for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == str(part)), None)
+            if node is None:
+                return False
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+        elif node is None:
+            return False
+    return True
+
+
 def _line_of(root: yaml.Node | None, loc: tuple) -> int | None:
     """The line of the deepest YAML node the key path reaches."""
     node, line = root, (root.start_mark.line + 1 if root is not None else None)
@@ -213,12 +235,23 @@ def _message(err: dict) -> str:
         got = list(given) if isinstance(given, dict) else given
         return f"{msg} (got {got!r})"
     msg = msg.removeprefix("Value error, ")
-    if isinstance(given, dict | list):
-        return msg
+    if isinstance(given, dict | list) or "got " in msg:
+        return msg  # the message says what it got already
     return f"{msg} (got {given!r})"
 
 
-def validate(raw: Any, file: str, text: str | None = None) -> Scenario:
+def _from_override(path: str, overrides: Iterable[str]) -> str | None:
+    """The `--set` item that gave (or is under) the key at `path`, if any."""
+    for item in overrides:
+        key = item.split("=", 1)[0]
+        if key == path or key.startswith(path + ".") or path.startswith(key + ".") or path.startswith(key + "["):
+            return item
+    return None
+
+
+def validate(raw: Any, file: str, text: str | None = None, overrides: Iterable[str] = ()) -> Scenario:
+    """`overrides`: the `--set` items applied to `raw`, so that a problem they made is reported as
+    theirs, not at a line of the file that does not hold them."""
     if not isinstance(raw, dict):
         raise ScenarioError(file, [Problem("", f"expected a mapping at the top level, got {type(raw).__name__}")])
     root = None
@@ -233,9 +266,13 @@ def validate(raw: Any, file: str, text: str | None = None) -> Scenario:
         problems = []
         for err in exc.errors():
             loc = tuple(err["loc"])
-            problems.append(Problem(_format_loc(loc, raw), _message(err), _line_of(root, loc)))
+            path, message, line = _format_loc(loc, raw), _message(err), _line_of(root, loc)
+            item = _from_override(path, overrides) if overrides else None
+            if item is not None and (item.split("=", 1)[0] == path or not _in_document(root, loc)):
+                message, line = f"{message} (from --set {item})", None
+            problems.append(Problem(path, message, line))
         raise ScenarioError(file, _dedupe(problems)) from None
-    problems = [Problem(path, msg) for path, msg in check_references(scenario)]
+    problems = [Problem(path, msg, _line_of(root, _parse_path(path))) for path, msg in check_references(scenario)]
     if problems:
         raise ScenarioError(file, problems)
     return scenario
@@ -277,4 +314,4 @@ def load_scenario(arg: str, overrides: Iterable[str] = (), *, seed: int | None =
             raw["seed"] = seed
         if runtime is not None:
             raw["runtime"] = runtime
-    return validate(raw, file, text), path
+    return validate(raw, file, text, tuple(overrides)), path

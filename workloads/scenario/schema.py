@@ -84,6 +84,9 @@ class KafkaConfig(Strict):
     eligible_leader_replicas_enable: bool = Field(True, alias="eligible.leader.replicas.enable")
     unclean_leader_election_enable: bool = Field(False, alias="unclean.leader.election.enable")
     unclean_recovery_strategy: RecoveryStrategy = Field("balanced", alias="unclean.recovery.strategy")
+    # Kafka's internal config (ReplicationConfigs, default 5 minutes): how often the active
+    # controller elects leaders for leaderless partitions of topics that allow unclean elections.
+    unclean_leader_election_interval_ms: PositiveInt = Field(300_000, alias="unclean.leader.election.interval.ms")
     replica_lag_time_max_ms: PositiveInt = Field(30_000, alias="replica.lag.time.max.ms")
     replica_fetch_wait_max_ms: PositiveInt = Field(500, alias="replica.fetch.wait.max.ms")
     broker_heartbeat_interval_ms: PositiveInt = Field(2_000, alias="broker.heartbeat.interval.ms")
@@ -378,6 +381,11 @@ class ProduceArgs(Strict):
     idempotent: bool = False
     expect: Literal["acked", "failed", "any"] = "any"
     timeout_ms: PositiveInt = 30_000
+
+    @field_validator("idempotent")
+    @classmethod
+    def _idempotence_needs_acks_all(cls, v: bool, info: ValidationInfo) -> bool:
+        return LoadArgs._idempotence_needs_acks_all(v, info)
 
     @model_validator(mode="after")
     def _count_or_values(self) -> ProduceArgs:
