@@ -255,11 +255,11 @@ class ConsumerNode:
         leader has no epoch up to it, to the earliest offset (kraftlab's consumers read from the
         beginning, as `auto.offset.reset=earliest`); then read on from there."""
         epoch, end = diverging
-        target = end if epoch >= 0 and end >= 0 else 0
+        known = epoch >= 0 and end >= 0
         c = r.command
-        out.emit(ConsumerReset(self.node_id, c.topic, c.partition, r.position, target, epoch, "log_truncation"))
-        r.position = min(r.position, target)
-        r.last_epoch = epoch if epoch >= 0 and end >= 0 else -1
+        out.emit(ConsumerReset(self.node_id, c.topic, c.partition, r.position, end if known else 0, epoch, "log_truncation"))
+        # The leader answers so only when the epoch ends below the position: always a step back.
+        r.position, r.last_epoch = (end, epoch) if known else (0, -1)
         self.next_poll_ms[cid] = now_ms
 
     # --- the final read --------------------------------------------------------------------------

@@ -20,9 +20,8 @@ at all is bad input. Spark's own failures while reading are caught and re-raised
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import reduce
 from pathlib import Path
@@ -242,9 +241,7 @@ def load_history(spark, dataset: Dataset) -> History:
         control.count()
         views = HistoryViews.of(rows)
     except (PySparkException, Py4JError) as exc:
-        bad = _first_unreadable(f for files in dataset.layout.groups.values() for f in files)
-        if bad is not None:
-            raise AnalysisInputError(f"{bad[0]}: cannot read this history file ({bad[1]})") from None
+        _raise_if_a_file_is_unreadable(dataset)
         where = dataset.root if dataset.campaign else dataset.root / "events"
         raise AnalysisInputError(f"{where}: Spark could not read the history ({_java_reason(exc)})") from None
     return History(rows, control, views)
@@ -262,25 +259,24 @@ def unreadable_files_named(dataset: Dataset):
     try:
         yield
     except (PySparkException, Py4JError):
-        bad = _first_unreadable(f for files in dataset.layout.groups.values() for f in files)
-        if bad is None:
-            raise
-        raise AnalysisInputError(f"{bad[0]}: cannot read this history file ({bad[1]})") from None
+        _raise_if_a_file_is_unreadable(dataset)
+        raise
 
 
-def _first_unreadable(files) -> tuple[Path, str] | None:
-    """The first file pyarrow cannot decode whole, and why: after Spark failed, so that the message
-    names the file. (A corrupt page inside a file with a sound footer gets past the footer checks
-    of loading; Spark's own error names a task, not always the file.)"""
+def _raise_if_a_file_is_unreadable(dataset: Dataset) -> None:
+    """After Spark failed: the first file pyarrow cannot decode whole is bad input, named with why.
+    (A corrupt page inside a file with a sound footer gets past the footer checks of `discover`;
+    Spark's own error names a task, not always the file.)"""
     import pyarrow.parquet as pq
 
-    for path in files:
-        try:
-            pq.read_table(path)
-        except Exception as exc:  # noqa: BLE001 (any decoding error names this file)
-            text = str(exc).strip()
-            return path, text.splitlines()[0] if text else type(exc).__name__
-    return None
+    for files in dataset.layout.groups.values():
+        for path in files:
+            try:
+                pq.read_table(path)
+            except Exception as exc:  # noqa: BLE001 (any decoding error names this file)
+                text = str(exc).strip()
+                reason = text.splitlines()[0] if text else type(exc).__name__
+                raise AnalysisInputError(f"{path}: cannot read this history file ({reason})") from None
 
 
 def _read_group(spark, signature: Signature, files: list[Path], run, types: dict[str, DataType]) -> DataFrame:

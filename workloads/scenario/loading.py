@@ -8,7 +8,6 @@ turns it into exit code 2 before anything runs or is written.
 from __future__ import annotations
 
 import re
-
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -191,38 +190,31 @@ def _parse_path(path: str) -> tuple:
     return tuple(int(index) if index else key for key, index in re.findall(r"([^.\[\]]+)|\[(\d+)\]", path))
 
 
-def _in_document(root: yaml.Node | None, loc: tuple) -> bool:
-    """Whether the file itself holds the key path (a union member's name in `loc` is skipped)."""
-    node = root
+def _walk(root: yaml.Node | None, loc: tuple) -> tuple[int | None, bool]:
+    """(the line of the deepest YAML node the key path reaches, whether the file holds the whole
+    path). Parts left past a scalar are a union member's name, not keys."""
+    if root is None:
+        return None, False
+    node, line = root, root.start_mark.line + 1
     for part in loc:
         if isinstance(node, yaml.MappingNode):
-            node = next((v for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == str(part)), None)
-            if node is None:
-                return False
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            match = next(((k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == str(part)), None)
+            if match is None:
+                return line, False
+            line, node = match[0].start_mark.line + 1, match[1]
+        elif isinstance(node, yaml.SequenceNode):
+            if not (isinstance(part, int) and part < len(node.value)):
+                return line, False
             node = node.value[part]
-        elif node is None:
-            return False
-    return True
+            line = node.start_mark.line + 1
+        else:
+            return line, True
+    return line, True
 
 
 def _line_of(root: yaml.Node | None, loc: tuple) -> int | None:
     """The line of the deepest YAML node the key path reaches."""
-    node, line = root, (root.start_mark.line + 1 if root is not None else None)
-    for part in loc:
-        if isinstance(node, yaml.MappingNode):
-            for k, v in node.value:
-                if isinstance(k, yaml.ScalarNode) and k.value == str(part):
-                    node, line = v, k.start_mark.line + 1
-                    break
-            else:
-                return line
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
-            node = node.value[part]
-            line = node.start_mark.line + 1
-        else:
-            return line
-    return line
+    return _walk(root, loc)[0]
 
 
 def _message(err: dict) -> str:
@@ -240,11 +232,12 @@ def _message(err: dict) -> str:
     return f"{msg} (got {given!r})"
 
 
-def _from_override(path: str, overrides: Iterable[str]) -> str | None:
-    """The `--set` item that gave (or is under) the key at `path`, if any."""
+def _made_by_override(path: str, in_file: bool, overrides: Iterable[str]) -> str | None:
+    """The `--set` item a problem at `path` comes from: one that set that key, or one under or
+    above it when the file itself does not hold the key (`in_file`). None: the file's own."""
     for item in overrides:
         key = item.split("=", 1)[0]
-        if key == path or key.startswith(path + ".") or path.startswith(key + ".") or path.startswith(key + "["):
+        if key == path or (not in_file and (key.startswith(path + ".") or path.startswith((key + ".", key + "[")))):
             return item
     return None
 
@@ -266,9 +259,10 @@ def validate(raw: Any, file: str, text: str | None = None, overrides: Iterable[s
         problems = []
         for err in exc.errors():
             loc = tuple(err["loc"])
-            path, message, line = _format_loc(loc, raw), _message(err), _line_of(root, loc)
-            item = _from_override(path, overrides) if overrides else None
-            if item is not None and (item.split("=", 1)[0] == path or not _in_document(root, loc)):
+            path, message = _format_loc(loc, raw), _message(err)
+            line, in_file = _walk(root, loc)
+            item = _made_by_override(path, in_file, overrides)
+            if item is not None:
                 message, line = f"{message} (from --set {item})", None
             problems.append(Problem(path, message, line))
         raise ScenarioError(file, _dedupe(problems)) from None
