@@ -22,6 +22,7 @@ class KafkaSettings:
     unclean_leader_election_interval_ms: int  # how often the controller looks for leaderless partitions to elect uncleanly
     replica_lag_time_max_ms: int
     replica_fetch_wait_max_ms: int
+    replica_socket_timeout_ms: int | None  # None: the fetch's wait + FETCH_REQUEST_GRACE_MS
     broker_heartbeat_interval_ms: int
     broker_session_timeout_ms: int
     controller_quorum_election_timeout_ms: int

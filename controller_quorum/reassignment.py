@@ -7,7 +7,7 @@
 3. Shrink: once every added replica is in the ISR, the replica set becomes the target, the ISR
    keeps its members in the target, and leadership moves if the leader is being removed, but only
    if that leaves the ISR at or above the effective MinISR of the target (rule 1); otherwise the
-   reassignment waits.
+   reassignment waits. Removing replicas starts a new leader epoch, as in Kafka.
 
 Pure functions of the partition record and the broker registrations.
 """
@@ -76,7 +76,10 @@ def maybe_complete_reassignment(part: PartitionRecord, brokers: dict[int, Broker
         elr=tuple(b for b in part.elr if b in target),
         last_known_elr=tuple(b for b in part.last_known_elr if b in target),
         leader=leader,
-        leader_epoch=part.leader_epoch + (1 if leader != part.leader else 0),
+        # A new leader epoch whenever replicas leave, even under the same leader (Kafka's
+        # PartitionChangeBuilder.triggerLeaderEpochBumpForReplicaReassignmentIfNeeded): a removed
+        # replica still fetching is fenced by the epoch, and the leader starts over its followers.
+        leader_epoch=part.leader_epoch + (1 if leader != part.leader or part.removing_replicas else 0),
         partition_epoch=part.partition_epoch + 1,
         adding_replicas=(),
         removing_replicas=(),

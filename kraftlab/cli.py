@@ -8,27 +8,44 @@ failed or an invariant was violated (the replay command is printed); 2 the input
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from kraftlab import demo as demo_mod
 
-from kraftlab.runner import RunResult, RunSetupError, run_scenario
+from kraftlab.runner import RunResult, RunSetupError, out_dir_problem, run_scenario
 from workloads.scenario.loading import ScenarioError, library_scenarios, load_scenario, parse_yaml
 from workloads.scenario.schema import Scenario
 
-out = Console()
-err = Console(stderr=True)
+def _console(stderr: bool = False) -> Console:
+    # Rich lays out for 80 columns when the output is not a terminal (a log, a pipe, CI): the
+    # per-cell table's labels (matrix values) would be cut to "cluster.protoc…". Wider there.
+    stream = sys.stderr if stderr else sys.stdout
+    width = None if stream.isatty() or "COLUMNS" in os.environ else 200
+    return Console(stderr=stderr, width=width)
+
+
+out = _console()
+err = _console(stderr=True)
 
 
 def _input_error(message: str) -> None:
-    err.print(f"[bold red]error:[/] {message}", highlight=False, markup=True, soft_wrap=True)
+    # The message quotes the user's input and the schema's words ("[first, last]"): not markup.
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, markup=True, soft_wrap=True)
     sys.exit(2)
+
+
+def _refuse_unusable_out(out_dir: Path) -> None:
+    problem = out_dir_problem(out_dir)
+    if problem is not None:
+        _input_error(problem)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -133,11 +150,12 @@ def campaign(campaign_file: str, out_dir: Path | None, parallel: int | None, add
     load drawn from each seed; resumable with the same --out."""
     from kraftlab.campaign.command import execute_campaign, print_summary
     from kraftlab.campaign.orchestrate import default_out
-    from workloads.campaign.generate import plan_run
+    from workloads.campaign.generate import check_every_cell, plan_run
     from workloads.campaign.spec import CampaignError, load_campaign
 
     try:
         loaded = load_campaign(campaign_file)
+        check_every_cell(loaded)
     except CampaignError as exc:
         _input_error(str(exc))
         return
@@ -145,6 +163,7 @@ def campaign(campaign_file: str, out_dir: Path | None, parallel: int | None, add
         out.print(plan_run(loaded, loaded.spec.cells()[0], print_seed).schedule, highlight=False)
         return
     target = out_dir if out_dir is not None else default_out(loaded)
+    _refuse_unusable_out(target)
     try:
         summary = execute_campaign(loaded, target, parallel=parallel, address=address, console=out, minimize_budget=minimize_budget)
     except CampaignError as exc:
@@ -173,6 +192,8 @@ def campaigns() -> None:
 def demo(runtime: str, address: str | None, out_dir: Path | None, analyze_too: bool, engine: str | None,
          metrics_port: int | None, metrics_host: str) -> None:
     """The default job: Last Replica Standing under load, ELR on vs off, compared."""
+    if out_dir is not None:
+        _refuse_unusable_out(out_dir)
     if out_dir is not None and out_dir.exists() and any(out_dir.iterdir()):
         _input_error(f"--out {out_dir}: the folder exists and is not empty")
     out.print(f"[bold]Last Replica Standing[/] (KIP-966) under acks=all load on page-cache storage, ELR on vs off  runtime={runtime}", highlight=False)
@@ -234,6 +255,7 @@ def analyze(run_dir: Path, out_dir: Path | None, engine: str, address: str | Non
     from observability.analysis.errors import AnalysisInputError
 
     out_dir = out_dir if out_dir is not None else run_dir / "analysis"
+    _refuse_unusable_out(out_dir)
     try:
         with out.status(f"analyzing with Spark ({engine})…"):
             if engine == "raydp":
@@ -351,7 +373,7 @@ def dashboards_push(url: str | None, from_dir: Path | None) -> None:
         _input_error(str(exc))
         return
     except Exception as exc:  # grafana-client's errors, or the server unreachable
-        err.print(f"[bold red]error:[/] {url}: {type(exc).__name__}: {exc}", highlight=False, soft_wrap=True)
+        err.print(f"[bold red]error:[/] {escape(f'{url}: {type(exc).__name__}: {exc}')}", highlight=False, soft_wrap=True)
         sys.exit(1)
     out.print(f"pushed {', '.join(uids)} to {url} (folder kraftlab)", highlight=False)
 

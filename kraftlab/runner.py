@@ -77,6 +77,15 @@ def default_run_dir(scenario: Scenario, root: Path = DEFAULT_RUNS_ROOT) -> Path:
     return candidate
 
 
+def out_dir_problem(out_dir: Path) -> str | None:
+    """Why `out_dir` cannot become a folder (it, or a folder above it, is a file), or None."""
+    for path in (out_dir, *out_dir.parents):
+        if path.exists() and not path.is_dir():
+            what = "is" if path == out_dir else f"is under {path}, which is"
+            return f"--out {out_dir}: {what} a file, not a folder"
+    return None
+
+
 def run_scenario(
     scenario: Scenario,
     *,
@@ -95,6 +104,9 @@ def run_scenario(
     the run goes (its URL is passed to `on_metrics_url`)."""
     tune_for_event_streams()
     final_dir = Path(out_dir) if out_dir is not None else default_run_dir(scenario)
+    problem = out_dir_problem(final_dir)
+    if problem is not None:
+        raise RunSetupError(problem)
     if final_dir.exists() and any(final_dir.iterdir()):
         raise RunSetupError(f"--out {final_dir}: the folder exists and is not empty")
     final_dir.parent.mkdir(parents=True, exist_ok=True)

@@ -490,22 +490,32 @@ class ClusterProjection:
         return _COUNTERS[name](self)
 
     def acked_lost(self) -> int:
-        """Acknowledged acks=all records missing from the partition's log now: the acting
-        leader's, or, while there is none, every running replica's."""
+        """Acknowledged acks=all records missing from the partition's log now (`holders`)."""
         lost = 0
         for p in self.producers.values():
             for b in p.acked_batches:
                 if b.acks != "all":
                     continue
-                key = (b.topic, b.partition)
-                leader = self.acting_leader(key)
-                if leader is not None:
-                    holders = [leader.log]
-                else:
-                    holders = [r.log for reps in self.replicas.values() if (r := reps.get(key)) is not None]
-                if not any(log.holds(b.base_offset, b.count, b.crc) for log in holders):
+                if not any(log.holds(b.base_offset, b.count, b.crc) for log in self.holders((b.topic, b.partition))):
                     lost += b.count
         return lost
+
+    def holders(self, key: Key) -> list[LogMirror]:
+        """The logs that make up partition `key`'s committed log now: the acting leader's; the
+        log of the leader the controller chose, running but not acting yet (it takes over with
+        that log: the others will truncate to it); while there is neither, every replica's that a
+        leader could come back with, running or down (a stopped broker's disk, what a crash left
+        of one). A record on the disk of a broker that was shut down is not lost while the
+        partition waits for it: the broker's restart brings the partition back with it (KIP-966's
+        Last Replica Standing)."""
+        leader = self.acting_leader(key)
+        if leader is not None:
+            return [leader.log]
+        chosen = self._partitions[key].leader if key in self._partitions else None
+        if chosen is not None and (r := self.replicas.get(chosen, {}).get(key)) is not None:
+            return [r.log]
+        running = [r.log for reps in self.replicas.values() if (r := reps.get(key)) is not None]
+        return running + [log for logs in self.down_logs.values() if (log := logs.get(key)) is not None]
 
     # --- clients' progress (for steps) ---------------------------------------------------------------
 

@@ -120,6 +120,15 @@ class ConsumerNode:
         out.emit(ConsumerDone(self.node_id, complete))
         return out
 
+    def final_read_unreachable(self, topic: str, partition: int, broker: int) -> Output:
+        """A local call at the end of a run: no replica of the partition runs (`broker` is one of
+        them, down), so its committed log cannot be read. Its records are not lost for that (a
+        stopped broker's disk holds them): the history says the final read did not complete, and
+        the analysis gives no verdict on them (`valid: "unknown"`)."""
+        out = Output()
+        out.emit(FinalReadDone(topic, partition, "replica", broker, None, False))
+        return out
+
     def handle(self, env: Envelope, now_ms: float) -> Output:
         out = Output()
         p = env.payload

@@ -563,6 +563,9 @@ class PartitionReplica:
             self._maybe_report_quorum(out)
 
     def _after_isr_change(self, now_ms: float, out: Output) -> None:
+        # KIP-966 ("the at-risk data"): once the ISR is below MinISR, pending acks=all requests are
+        # negatively acknowledged at once. (Kafka's DelayedProduce keeps them until the HWM passes
+        # them or they time out; the reference decides.)
         if self.waiting and len(self.isr) < self.min_isr():
             self._fail_waiting(NOT_ENOUGH_REPLICAS_AFTER_APPEND, out)
         self.maybe_advance_high_watermark(now_ms, out)

@@ -58,7 +58,8 @@ if TYPE_CHECKING:
 HWM_CHECKPOINT_FILE = "replication-offset-checkpoint"
 HWM_CHECKPOINT_INTERVAL_MS = 5_000  # replica.high.watermark.checkpoint.interval.ms
 REPLICA_FETCH_BACKOFF_MS = 1_000  # replica.fetch.backoff.ms
-# A fetch unanswered this long after its wait is retried (a lost connection is noticed).
+# Without replica.socket.timeout.ms, a fetch unanswered this long after its wait is retried (a
+# lost connection is noticed).
 FETCH_REQUEST_GRACE_MS = 2_000
 
 Key = tuple[str, int]
@@ -495,7 +496,7 @@ class ReplicaManager:
             deadlines.append(self.next_flush_ms)
         for p in self.parked:
             deadlines.append(p.deadline_ms)
-        grace = self.env.settings.config.replica_fetch_wait_max_ms + FETCH_REQUEST_GRACE_MS
+        grace = self._fetch_timeout_ms()
         for f in self.fetchers.values():
             if f.sent_ms is not None:
                 deadlines.append(f.sent_ms + grace)
@@ -505,6 +506,13 @@ class ReplicaManager:
         if d is not None:
             deadlines.append(d)
         return min(deadlines)
+
+    def _fetch_timeout_ms(self) -> float:
+        """How long a fetch waits for its answer before the follower sends another."""
+        cfg = self.env.settings.config
+        if cfg.replica_socket_timeout_ms is not None:
+            return cfg.replica_socket_timeout_ms
+        return cfg.replica_fetch_wait_max_ms + FETCH_REQUEST_GRACE_MS
 
     def _next_replica_deadline(self) -> float | None:
         """The earliest deadline of any replica: the heap's top once it is checked against its
@@ -532,7 +540,7 @@ class ReplicaManager:
                 self.parked = [p for p in self.parked if p.deadline_ms > now_ms]
                 for p in due:
                     self._answer_parked(p, out)
-        grace = cfg.replica_fetch_wait_max_ms + FETCH_REQUEST_GRACE_MS
+        grace = self._fetch_timeout_ms()
         for f in self.fetchers.values():
             if f.sent_ms is not None and now_ms >= f.sent_ms + grace:
                 f.sent_ms = None  # no answer: the request or its response was lost

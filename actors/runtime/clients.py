@@ -163,25 +163,32 @@ class Clients:
             self.cluster.invoke(name, lambda role, now, done=done: role.stop_following(done))
 
     def _final_read(self, partitions: list[tuple[str, int]]) -> None:
-        """Each partition from its leader, or, when it has none, from every running replica."""
+        """Each partition from its leader, or, when it has none, from every running replica; a
+        partition with no replica running gets an incomplete final read from each of them."""
         cluster, view = self.cluster, self.view
         states, brokers = view.partitions(), view.brokers()
         plan: list[tuple[str, int, int, str]] = []
+        unreachable: list[tuple[str, int, int]] = []
         for t, p in partitions:
             state = states.get(f"{t}-{p}")
             if state is None:
                 continue
             if state.leader is not None and brokers[state.leader].alive:
                 plan.append((t, p, state.leader, "leader"))
-            else:
+            elif any(brokers[b].alive for b in state.replicas):
                 plan += [(t, p, b, "replica") for b in state.replicas if brokers[b].alive]
+            else:
+                unreachable += [(t, p, b) for b in state.replicas]
         deadline = cluster.now_ms + FINAL_READ_MS
         before = len(view.final_reads_done)
+        for t, p, broker in unreachable:
+            cluster.invoke(CONSUMER, lambda role, now, t=t, p=p, broker=broker: role.final_read_unreachable(t, p, broker))
         for t, p, broker, source in plan:
             self.next_command += 1
             cmd = ConsumeCommand(self.next_command, t, p, 0, None, broker=broker, final_source=source, deadline_ms=deadline)
             cluster.invoke(CONSUMER, lambda role, now, cmd=cmd: role.submit(cmd, now))
-        cluster.run_until(lambda: len(view.final_reads_done) - before >= len(plan), FINAL_READ_MS + SETTLE_MS)
+        expected = len(plan) + len(unreachable)
+        cluster.run_until(lambda: len(view.final_reads_done) - before >= expected, FINAL_READ_MS + SETTLE_MS)
 
     # --- the history's figures ---------------------------------------------------------------------
 

@@ -27,7 +27,7 @@ from typing import Any
 from kraftlab.runner import run_scenario
 from workloads.campaign.generate import RunPlan
 
-from .outcome import beyond_tolerance, error_row, row_from_summary
+from .outcome import error_row, read_history_findings, row_from_summary
 
 
 def replay_command(runs_dir: Path, plan: RunPlan) -> str:
@@ -44,7 +44,7 @@ def execute_plan(plan: RunPlan, runs_dir: Path, address: str | None = None, repl
     try:
         shutil.rmtree(out_dir, ignore_errors=True)
         result = run_scenario(plan.scenario(), source=plan.run, out_dir=out_dir, address=address)
-        return row_from_summary(plan, result.summary, replay, beyond_tolerance(result.run_dir))
+        return row_from_summary(plan, result.summary, replay, read_history_findings(result.run_dir))
     except Exception as exc:  # a bug in a run is that run's result, not the campaign's end
         return error_row(plan, type(exc).__name__, traceback.format_exc(), replay)
 

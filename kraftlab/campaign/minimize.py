@@ -34,7 +34,7 @@ from workloads.campaign.generate import RunPlan, draw_schedule, plan_run
 from workloads.campaign.spec import Campaign, Cell
 from workloads.faults import FaultAction
 
-from .outcome import beyond_tolerance, findings, signature
+from .outcome import findings, read_history_findings, signature
 
 DEFAULT_BUDGET = 40
 
@@ -93,7 +93,7 @@ def run_signature(plan: RunPlan, out_dir: Path) -> str:
 
     try:
         result = run_scenario(plan.scenario(), source=plan.run, out_dir=out_dir)
-        return signature(findings(result.summary, plan.epilogue_start, beyond_tolerance(result.run_dir))[0])
+        return signature(findings(result.summary, plan.epilogue_start, read_history_findings(result.run_dir))[0])
     finally:
         shutil.rmtree(out_dir, ignore_errors=True)
 

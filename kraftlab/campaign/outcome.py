@@ -2,11 +2,14 @@
 
 A run's findings are what broke, by name: the invariants the online checker saw violated
 (summary.json `violations`), the anomaly `lost-write` when acknowledged acks=all records are missing
-from the final read (`acked_lost`), `liveness` when the cluster did not serve again within the
-bound after the faults healed (a failed epilogue step, workloads/campaign/generate.py), and
-`expect` when one of the base scenario's own steps failed. The full Jepsen-style anomalies of the
-history are `kraftlab analyze CAMPAIGN_DIR`'s to find (Spark); a campaign's verdicts are the
-online ones, so that each run costs only itself.
+from the final read (`acked_lost`), the contract's other history anomalies found in the run's own
+history (`duplicate`, `uncommitted-read`, `nonmonotonic-poll`...: observability/history_anomalies.py,
+the Spark analysis's rules counted in plain Python, so that each run costs only itself),
+`liveness` when the cluster did not serve again within the bound after the faults healed (a
+failed epilogue step, workloads/campaign/generate.py), and `expect` when one of the base
+scenario's own steps failed. `kraftlab analyze CAMPAIGN_DIR` gives the same anomalies with
+examples, and `lost-write` there counts every `acks` setting (here: acks=all, the protocol's
+promise).
 
 Findings the protocol allows are kept apart (`excused`), as the simulator's sweeps keep them: on a
 partition that went beyond the protocol's tolerance (MinISR lossy unclean shutdowns of its leader
@@ -23,33 +26,51 @@ broke, not when": no time, offset or node in it). A run that raised has status `
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from observability.checks.invariants import excused_beyond_tolerance
 from observability.history import read_kinds
+from observability.history_anomalies import count_anomalies
 from workloads.campaign.generate import RunPlan
 from workloads.campaign.spec import LIVENESS
 
 EXPECT = "expect"
 
 
-def findings(summary: dict[str, Any], epilogue_start: int, beyond: set[str] = frozenset()) -> tuple[list[str], list[str]]:
-    """(findings, excused): names, sorted. `beyond`: the partitions ("t-0") beyond tolerance."""
+@dataclass(frozen=True)
+class HistoryFindings:
+    """What a run's own history says beyond its summary: the partitions ("t-0") that went beyond
+    the protocol's tolerance, and the history anomalies other than `lost-write` (name -> count)."""
+
+    beyond: frozenset[str] = frozenset()
+    anomalies: tuple[tuple[str, int], ...] = ()
+
+
+def read_history_findings(run_dir: Path) -> HistoryFindings:
+    events = run_dir / "events"
+    beyond = frozenset(f"{r['topic']}-{r['partition']}" for r in read_kinds(events, ("beyond_tolerance",), ("topic", "partition")))
+    anomalies = tuple((name, n) for name, n in count_anomalies(events).items() if n and name != "lost-write")
+    return HistoryFindings(beyond, anomalies)
+
+
+def findings(summary: dict[str, Any], epilogue_start: int, history: HistoryFindings = HistoryFindings()) -> tuple[list[str], list[str]]:
+    """(findings, excused): names, sorted."""
     names: set[str] = set()
     excused: set[str] = set()
+    beyond = history.beyond
     for v in summary.get("violations", []):
         (excused if excused_beyond_tolerance(v["invariant"], v.get("detail", ""), beyond) else names).add(v["invariant"])
+    # Records lost on a partition beyond tolerance are the protocol's limit, and so are the reads
+    # of them (uncommitted-read...): excused for the whole run (the counts are per run).
     if (summary.get("stats") or {}).get("acked_lost"):
         (excused if beyond else names).add("lost-write")
+    for name, _ in history.anomalies:
+        (excused if beyond else names).add(name)
     for failure in summary.get("failures", []):
         names.add(LIVENESS if 0 <= epilogue_start <= failure["step"] else EXPECT)
     return sorted(names), sorted(excused - names)
-
-
-def beyond_tolerance(run_dir: Path) -> set[str]:
-    """The partitions of a run that went beyond the protocol's tolerance (its history says so)."""
-    return {f"{r['topic']}-{r['partition']}" for r in read_kinds(run_dir / "events", ("beyond_tolerance",), ("topic", "partition"))}
 
 
 def signature(names: list[str]) -> str:
@@ -73,8 +94,8 @@ def flat_stats(stats: dict[str, Any], prefix: str = "stats.") -> dict[str, Any]:
     return out
 
 
-def row_from_summary(plan: RunPlan, summary: dict[str, Any], replay: str, beyond: set[str] = frozenset()) -> dict[str, Any]:
-    names, excused = findings(summary, plan.epilogue_start, beyond)
+def row_from_summary(plan: RunPlan, summary: dict[str, Any], replay: str, history: HistoryFindings = HistoryFindings()) -> dict[str, Any]:
+    names, excused = findings(summary, plan.epilogue_start, history)
     return {
         "run": plan.run,
         "seed": plan.seed,
@@ -85,7 +106,7 @@ def row_from_summary(plan: RunPlan, summary: dict[str, Any], replay: str, beyond
         "signature": signature(names),
         "replay": replay,
         "excused": excused,
-        "beyond_tolerance": sorted(beyond),
+        "beyond_tolerance": sorted(history.beyond),
         "faults": plan.faults,
         "first_violation_ms": min((v["at_ms"] for v in summary.get("violations", [])), default=None),
         **flat_stats(summary.get("stats") or {}),

@@ -21,6 +21,9 @@ import pyarrow.parquet as pq
 LOG_NAME = "results.jsonl"
 TAIL_CHUNK = 1 << 16
 LIST_COLUMNS = ("violations", "excused", "beyond_tolerance")  # list<string>, also when every list is empty
+# Columns whose type does not depend on whether any run had a value: campaigns read together must
+# agree (`first_violation_ms` is null in a campaign where nothing broke).
+FIXED_TYPES = {"first_violation_ms": pa.float64()}
 PARQUET_NAME = "results.parquet"
 
 
@@ -106,6 +109,8 @@ def _schema(rows: list[dict[str, Any]], columns: list[str]) -> pa.Schema:
         values = [r.get(c) for r in rows if r.get(c) is not None]
         if c in LIST_COLUMNS:
             kind = pa.list_(pa.string())
+        elif c in FIXED_TYPES:
+            kind = FIXED_TYPES[c]
         elif values and all(isinstance(v, bool) for v in values):
             kind = pa.bool_()
         elif values and all(isinstance(v, int) and not isinstance(v, bool) for v in values):

@@ -1,7 +1,7 @@
 """`kraftlab_records_lost`: acknowledged acks=all records missing from the committed log now, as
-the cluster view's `acked_lost` counts them (the acting leader's log, or every running replica's
-while there is none), but kept up incrementally, so that sampling it every second costs what
-changed and not every batch ever acknowledged.
+the cluster view's `acked_lost` counts them (`ClusterProjection.holders`: the acting leader's log,
+or every replica's, running or down, while there is none), but kept up incrementally, so that
+sampling it every second costs what changed and not every batch ever acknowledged.
 
 Per partition: the batches acknowledged with acks=all, how many were verified against the holders'
 logs, and which of those were missing. A batch found once stays found while its holders are the
@@ -22,7 +22,7 @@ Batch = tuple[int, int, int]  # base offset, count, CRC
 
 # Events after which a partition's holders or their logs may differ.
 PARTITION_EVENTS = frozenset({"truncated", "replica_recovered", "replica_deleted", "become_leader", "become_follower",
-                              "appended", "partition_change"})
+                              "appended", "partition_change", "replica_survived"})
 CLUSTER_EVENTS = frozenset({"process_start", "process_stop"})
 
 
@@ -64,12 +64,7 @@ class LostRecords:
         return sum(self._lost.values())
 
     def _recount(self, key: Key) -> int:
-        view = self.view
-        leader = view.acting_leader(key)
-        if leader is not None:
-            holders = [leader.log]
-        else:
-            holders = [r.log for reps in view.replicas.values() if (r := reps.get(key)) is not None]
+        holders = self.view.holders(key)
         stamp = tuple(sorted(log.version for log in holders))
         batches = self.batches[key]
         before, verified, missing = self._state.get(key, ((), 0, []))

@@ -60,6 +60,14 @@ def campaign_cli(*args: str):
         ({"expect": [{"when": {"cluster.brokers": 3}, "clean": True}]}, "expect[0].when.cluster.brokers", "not a matrix key"),
         ({"expect": [{"catch": ["lost-writes"]}]}, "expect[0]", "unknown name 'lost-writes'"),
         ({"scenario": "no-such-scenario"}, "scenario", "no such file or library scenario"),
+        # What was expected, in the user's words (no markup eats "[first, last]"), at the key.
+        ({"seeds": [3, 1]}, "seeds (line", "expected [first, last] with first <= last (got [3, 1])"),
+        ({"load": {"producers": 1, "bogus": 2}}, "load.bogus", "unknown key (expected one of: producers, consumers, rate_per_s"),
+        ({"faults": {"kinds": ["crash_os"], "link_drop": [0.5, 0.1]}}, "faults.link_drop", "expected [low, high]"),
+        # Valid one value at a time, invalid together or once planned: refused before any run.
+        ({"matrix": {"cluster.protocol.elr": [True, False], "cluster.config.eligible.leader.replicas.enable": [True]}},
+         "matrix", "cluster.protocol.elr=False gives an invalid scenario: cluster: protocol.elr (False)"),
+        ({"load": {"producers": 1, "topics": ["zz"]}}, "load", "every cell gives an invalid scenario: steps"),
     ],
 )
 def test_an_invalid_campaign_is_refused_naming_the_key(tmp_path, change, key, expected):
@@ -68,6 +76,7 @@ def test_an_invalid_campaign_is_refused_naming_the_key(tmp_path, change, key, ex
     result = campaign_cli(path, "--out", tmp_path / "out", "--parallel", "0")
     assert result.exit_code == 2, result.output
     assert str(path) in result.output and key in result.output and expected in result.output, result.output
+    assert "constrained-" not in result.output and "literal[" not in result.output  # pydantic's inner names
     assert not (tmp_path / "out").exists()
 
 
@@ -264,3 +273,16 @@ def test_every_library_campaign_is_valid_and_listed():
         assert campaign.spec.name == name and campaign.spec.description
     listed = CliRunner().invoke(main, ["campaigns"]).output
     assert all(name in listed for name in library)
+
+
+def test_results_parquet_types_do_not_depend_on_what_the_runs_found(tmp_path):
+    # Campaigns read together must agree: a campaign where nothing broke has only nulls in
+    # `first_violation_ms`, another has times.
+    from kraftlab.campaign.results_log import write_parquet
+
+    clean = {"run": "c0-s0", "violations": [], "first_violation_ms": None}
+    broken = {"run": "c0-s1", "violations": ["LogMatching"], "first_violation_ms": 1234.5}
+    write_parquet([clean], tmp_path / "a.parquet", ["run"])
+    write_parquet([clean, broken], tmp_path / "b.parquet", ["run"])
+    assert pq.read_schema(tmp_path / "a.parquet") == pq.read_schema(tmp_path / "b.parquet")
+    assert str(pq.read_schema(tmp_path / "a.parquet").field("first_violation_ms").type) == "double"

@@ -1,5 +1,5 @@
 """`kraftlab_records_lost` kept up incrementally (observability/metrics/lost.py) equals the cluster
-view's full count (`acked_lost`, which reads every acknowledged batch) at every half second of
+view's full count (`acked_lost`, which reads every acknowledged batch) every 100 ms (simulated) of
 runs that lose acknowledged records and get some back, and at their end."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from workloads.steps import StepRunner
 
 
 class CompareWithTheView:
-    """An event sink: before each event past the next half second, both counts must agree."""
+    """An event sink: before each event past the next 100 ms, both counts must agree."""
 
     def __init__(self) -> None:
         self.lost = LostRecords()
@@ -25,7 +25,7 @@ class CompareWithTheView:
             full = self.lost.view.acked_lost()
             assert self.lost.count() == full, (rec.time_ms, full)
             self.compared.append(full)
-            self.next_ms = rec.time_ms + 500.0
+            self.next_ms = rec.time_ms + 100.0
         self.lost(rec)
 
 

@@ -10,6 +10,7 @@ import pytest
 from observability.analysis.analyze import analyze_run
 from observability.analysis.anomalies import NAMES
 from observability.events import ConsumerDone
+from observability.history_anomalies import count_anomalies
 
 from .histories import LOAD_CONSUMER, STEP_CONSUMER, History, clean, produced
 
@@ -21,6 +22,9 @@ def analyze(spark, history: History, tmp_path, summary: dict | None = None) -> d
     checks, _ = analyze_run(run_dir, engine="local", spark=spark)
     # What was returned is what was written.
     assert json.loads((run_dir / "analysis" / "checks.json").read_text()) == checks
+    if checks["valid"] != "unknown":
+        # The campaigns count the same anomalies in plain Python (observability/history_anomalies.py).
+        assert count_anomalies(run_dir / "events") == counts(checks)
     return checks
 
 

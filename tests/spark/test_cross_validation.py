@@ -9,7 +9,9 @@ one campaign directory. On every scenario, Spark's verdicts equal the online che
   them too (Spark's check is the narrower one);
 - the records acknowledged with acks=all that the final read lacks (Spark's `lost-write`, for
   acks=all) are the summary's `acked_lost`;
-- the counts of acknowledged and not acknowledged records agree.
+- the counts of acknowledged and not acknowledged records agree;
+- the campaigns' count of the history anomalies in plain Python (observability/history_anomalies.py)
+  equals Spark's, anomaly by anomaly.
 
 No library scenario breaks one of the invariants Spark re-checks in full or at ELR elections (the
 online checker finds none of them there), so for those the library shows that Spark raises no false
@@ -28,6 +30,8 @@ import pytest
 
 from kraftlab.runner import run_scenario
 from observability.analysis.analyze import analyze_run
+from observability.anomaly_names import ANOMALY_NAMES
+from observability.history_anomalies import count_anomalies
 from workloads.scenario.loading import library_scenarios, load_scenario
 
 FULL = ("ElectionSafety", "MonotonicEpochs", "IsrElrShape")  # Spark's statement is the online one
@@ -48,18 +52,18 @@ def library(spark, tmp_path_factory):
         summaries[name] = run_scenario(scenario, source=name, out_dir=root / "runs" / name).summary
     checks, _ = analyze_run(root, engine="local", spark=spark)
     rows = {r["run"]: r for r in pq.read_table(root / "analysis" / "runs.parquet").to_pylist()}
-    return summaries, checks, rows
+    return summaries, checks, rows, root
 
 
 def test_every_scenario_of_the_library_was_analyzed(library):
-    summaries, checks, rows = library
+    summaries, checks, rows, _ = library
     assert checks["runs"] == len(summaries) == len(rows) >= 30
     assert "missing_runs" not in checks
 
 
 @pytest.mark.parametrize("name", sorted(library_scenarios()))
 def test_spark_and_the_online_checker_agree(library, name, tmp_path):
-    summaries, _, rows = library
+    summaries, _, rows, _ = library
     summary, row = summaries[name], rows[name]
     online = {v["invariant"] for v in summary["violations"]}
     spark_found = set(row["spark_invariants"])
@@ -75,6 +79,19 @@ def test_spark_and_the_online_checker_agree(library, name, tmp_path):
 
 
 def test_the_truncation_part_finds_exactly_the_cuts_the_protocol_does_not_allow(library):
-    _, _, rows = library
+    _, _, rows, _ = library
     found = {name for name, row in rows.items() if "LeaderCompleteness" in row["spark_invariants"]}
     assert found == set(COMMITTED_RECORDS_CUT)
+
+
+@pytest.mark.parametrize("name", sorted(library_scenarios()))
+def test_the_campaigns_anomaly_counts_equal_sparks(library, name):
+    _, _, rows, root = library
+    assert count_anomalies(root / "runs" / name / "events") == {a: rows[name][a] for a in ANOMALY_NAMES}
+
+
+def test_the_library_shows_history_anomalies_for_the_comparison_to_judge(library):
+    # Not only zeros compared: the scenarios without ELR lose, re-read and rewind.
+    _, _, rows, _ = library
+    found = {a for row in rows.values() for a in ANOMALY_NAMES if row[a]}
+    assert {"lost-write", "uncommitted-read", "inconsistent-offsets", "nonmonotonic-poll"} <= found

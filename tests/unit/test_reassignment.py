@@ -37,6 +37,23 @@ def test_shrink_after_the_leader_added_the_new_replica_moves_leadership_off_the_
     assert (done.adding_replicas, done.removing_replicas) == ((), ())
 
 
+def test_removing_a_follower_starts_a_new_leader_epoch_under_the_same_leader():
+    # Kafka's PartitionChangeBuilder.triggerLeaderEpochBumpForReplicaReassignmentIfNeeded: the
+    # removed replica, still fetching, is fenced by the new epoch.
+    grown = start_reassignment(part(), (1, 2, 4), BROKERS)
+    caught_up = replace(grown, isr=(1, 2, 3, 4), partition_epoch=grown.partition_epoch + 1)
+    done = maybe_complete_reassignment(caught_up, BROKERS, target_min_isr=2)
+    assert done.replicas == (1, 2, 4) and done.leader == 1
+    assert done.leader_epoch == caught_up.leader_epoch + 1 and done.election is None
+
+
+def test_adding_a_replica_only_keeps_the_leader_epoch():
+    grown = start_reassignment(part(), (1, 2, 3, 4), BROKERS)
+    caught_up = replace(grown, isr=(1, 2, 3, 4), partition_epoch=grown.partition_epoch + 1)
+    done = maybe_complete_reassignment(caught_up, BROKERS, target_min_isr=2)
+    assert done.replicas == (1, 2, 3, 4) and (done.leader, done.leader_epoch) == (1, caught_up.leader_epoch)
+
+
 def test_shrink_waits_while_it_would_leave_the_isr_below_min_isr():
     # Moving to [4, 5, 3]: 4 and 5 caught up, but 3 (kept) and 5 dropped out of the ISR meanwhile.
     grown = start_reassignment(part(), (4, 5, 3), BROKERS)

@@ -29,7 +29,11 @@ CASES = [
     ("negative-count", BASE + "steps: [{produce: {topic: t, count: -5}}]", "steps[0].produce.count", "greater than 0"),
     ("negative-brokers", "name: x\ncluster: {brokers: -1}", "cluster.brokers", "greater than 0"),
     ("unknown-top-level-key", "name: x\nnmae: y", "nmae", "unknown key"),
-    ("unknown-config-key", "name: x\ncluster: {config: {min.isr: 2}}", "cluster.config.min.isr", "unknown key"),
+    ("unknown-config-key", "name: x\ncluster: {config: {min.isr: 2}}", "cluster.config.min.isr", "unknown key (expected one of: min.insync.replicas,"),
+    ("unknown-leader", BASE + "steps: [{expect: {partition: t-0, leader: 9}}]", "steps[0].expect.leader", "broker 9 does not exist"),
+    ("unknown-step-key", BASE + "steps: [{crash: {node: b1, mod: os}}]", "steps[0].crash.mod", "unknown key (expected one of: node, mode)"),
+    ("socket-timeout-below-fetch-wait", "name: x\ncluster: {config: {replica.socket.timeout.ms: 100}}", "cluster.config",
+     "replica.socket.timeout.ms (100) must be at least replica.fetch.wait.max.ms (500)"),
     ("topic-flush-interval", "name: x\ntopics: [{name: t, config: {flush.messages: 10}}]", "topics[0].config.flush.messages", "log.flush.interval.messages"),
     ("bad-crash-mode", BASE + "steps: [{crash: {node: b1, mode: power}}]", "steps[0].crash.mode", "'process', 'os' or 'disk'"),
     ("negative-wait", BASE + "steps: [{wait: -1}]", "steps[0].wait", "greater than or equal to 0"),
@@ -139,7 +143,7 @@ def test_bad_overrides_exit_2(tmp_path, override, words):
 @pytest.mark.parametrize(
     "override,where",
     [
-        ("cluster.protocl.prevote=false", "cluster.protocl: unknown key (from --set cluster.protocl.prevote=false)"),
+        ("cluster.protocl.prevote=false", "cluster.protocl: unknown key (expected one of: brokers, controllers, racks, storage, config, protocol, network, disk) (from --set cluster.protocl.prevote=false)"),
         ("cluster.brokers=0", "cluster.brokers: Input should be greater than 0 (got 0) (from --set cluster.brokers=0)"),
     ],
 )
@@ -162,6 +166,19 @@ def test_a_directory_is_refused_as_a_directory_not_as_missing(tmp_path):
     assert result.exit_code == 2
     assert str(tmp_path) in message and "is a directory" in message and "no such file" not in message
     assert "a scenario YAML file or a library scenario name" in message
+
+
+@pytest.mark.parametrize("command", [["run", "sim-faults-smoke"], ["campaign", "switches"], ["demo"]])
+@pytest.mark.parametrize("under", [False, True])
+def test_an_out_that_is_a_file_is_refused_before_anything_runs(tmp_path, command, under):
+    a_file = tmp_path / "a-file"
+    a_file.write_text("mine\n")
+    target = a_file / "sub" if under else a_file
+    result = CliRunner().invoke(main, [*command, "--out", str(target)])
+    message = " ".join(result.output.split())
+    assert result.exit_code == 2, result.output
+    assert f"--out {target}" in message and "a file, not a folder" in message
+    assert a_file.read_text() == "mine\n" and list(tmp_path.iterdir()) == [a_file]
 
 
 def test_the_installed_command_exits_2_on_invalid_input(tmp_path):

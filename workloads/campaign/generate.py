@@ -22,10 +22,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from workloads.faults import FaultAction, FaultProfile, FaultSchedule
-from workloads.scenario.loading import validate
+from workloads.scenario.loading import Problem, ScenarioError, validate
 from workloads.scenario.schema import Scenario
 
-from .spec import Campaign, Cell, FaultsSpec, LoadProfile
+from .spec import Campaign, CampaignError, Cell, FaultsSpec, LoadProfile
 
 
 @dataclass(frozen=True)
@@ -169,6 +169,33 @@ def plan_run(campaign: Campaign, cell: Cell, seed: int, *, actions: list[FaultAc
     raw["description"] = (str(raw.get("description") or "").strip() + "\n\n" + schedule).strip()
     return RunPlan(rid, cell.index, seed, raw, epilogue_start, n_faults, load_step=load_step, safety_step=safety_step,
                    schedule=schedule, columns=cell.columns())
+
+
+def check_every_cell(campaign: Campaign) -> None:
+    """Each cell's first run, planned and validated as it will run: matrix values valid one at a
+    time may clash together (`protocol.elr: false` with `eligible.leader.replicas.enable: true`),
+    and the drawn load may name a topic the base lacks. Raises CampaignError naming the cell, so
+    that an invalid campaign stops before any run (exit code 2)."""
+    first_seed = campaign.spec.seed_list()[0]
+    cells = campaign.spec.cells()
+    failing: dict[tuple[str, str], list[str]] = {}  # (campaign key, what is wrong) -> the cells
+    for cell in cells:
+        try:
+            plan_run(campaign, cell, first_seed).scenario()
+        except ScenarioError as exc:
+            detail = "; ".join(f"{p.path or '(file)'}: {p.message}" for p in exc.problems)
+            where = "load" if any(".load." in p.path for p in exc.problems) else "matrix"
+            failing.setdefault((where, detail), []).append(cell.label())
+    if failing:
+        raise CampaignError(str(campaign.path), [
+            Problem(where, f"{_which_cells(labels, len(cells))} an invalid scenario: {detail}")
+            for (where, detail), labels in failing.items()])
+
+
+def _which_cells(labels: list[str], cells: int) -> str:
+    if len(labels) == cells:
+        return "every cell gives"
+    return f"the cell {labels[0]} gives" if len(labels) == 1 else f"the cells {' | '.join(labels)} give"
 
 
 def draw_schedule(faults: FaultsSpec, raw: dict[str, Any], seed: int) -> FaultSchedule:

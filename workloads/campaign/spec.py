@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt, ValidationError, field_validator, model_validator
 
 from observability.anomaly_names import ANOMALY_NAMES
 from observability.checks.invariants import DISRUPTION_NAMES, INVARIANT_NAMES
@@ -32,6 +32,7 @@ from workloads.scenario.loading import (
     _line_of,
     _message,
     _set_path,
+    merge_alternatives,
     read_yaml_file,
     resolve_in_library,
     resolve_source,
@@ -77,15 +78,21 @@ class FaultsSpec(Strict):
     link_delay_ms: Range = [0.0, 50.0]
     slow_delay_ms: Range = [50.0, 2_000.0]
 
-    @model_validator(mode="after")
-    def _ranges_ordered(self) -> FaultsSpec:
-        for name in ("link_drop", "link_delay_ms", "slow_delay_ms"):
-            low, high = getattr(self, name)
-            if high < low:
-                raise ValueError(f"{name}: [low, high] with low <= high (got {[low, high]})")
-        if self.link_drop[1] > 1:
-            raise ValueError(f"link_drop: shares between 0 and 1 (got {self.link_drop})")
-        return self
+    # Field validators, not a model one: the error then names the key (`faults.link_drop`).
+    @field_validator("link_drop", "link_delay_ms", "slow_delay_ms")
+    @classmethod
+    def _range_ordered(cls, value: list[float]) -> list[float]:
+        low, high = value
+        if high < low:
+            raise ValueError(f"expected [low, high] with low <= high (got {[low, high]})")
+        return value
+
+    @field_validator("link_drop")
+    @classmethod
+    def _shares(cls, value: list[float]) -> list[float]:
+        if value[1] > 1:
+            raise ValueError(f"expected shares between 0 and 1 (got {value})")
+        return value
 
 
 def _one_or_choices(kind: Any) -> Any:
@@ -145,13 +152,19 @@ class CampaignSpec(Strict):
     load: LoadProfile | None = None
     expect: list[ExpectRule] = []
 
-    @model_validator(mode="after")
-    def _seed_range(self) -> CampaignSpec:
-        if isinstance(self.seeds, list) and self.seeds[1] < self.seeds[0]:
-            raise ValueError(f"seeds: [first, last] with first <= last (got {self.seeds})")
-        if self.variants is not None and not self.variants:
-            raise ValueError("variants: give at least one, or leave the key out")
-        return self
+    @field_validator("seeds")
+    @classmethod
+    def _seed_range(cls, value: int | list[int]) -> int | list[int]:
+        if isinstance(value, list) and value[1] < value[0]:
+            raise ValueError(f"expected [first, last] with first <= last (got {value})")
+        return value
+
+    @field_validator("variants")
+    @classmethod
+    def _some_variants(cls, value: dict | None) -> dict | None:
+        if value is not None and not value:
+            raise ValueError("give at least one variant, or leave the key out")
+        return value
 
     def seed_list(self) -> list[int]:
         """`seeds: N` is seeds 0..N-1; `[first, last]` both ends included."""
@@ -222,7 +235,7 @@ def load_campaign(arg: str) -> Campaign:
     except ValidationError as exc:
         root = _compose(text)
         problems = [Problem(_campaign_loc(tuple(e["loc"]), raw), _campaign_message(e), _line_of(root, tuple(e["loc"]))) for e in exc.errors()]
-        raise CampaignError(file, problems) from None
+        raise CampaignError(file, merge_alternatives(problems)) from None
     campaign = _with_base(spec, path)
     problems = _check_overrides(campaign) + _check_expect(campaign.spec)
     if problems:
@@ -258,7 +271,7 @@ def _campaign_loc(loc: tuple, raw: Any) -> str:
 def _campaign_message(err: dict) -> str:
     if err["type"] in ("literal_error",) and err["loc"][:1] == ("faults",) and "kinds" in err["loc"]:
         return f"unknown fault kind {err.get('input')!r} (expected one of: {', '.join(FAULT_KINDS)})"
-    return _message(err)
+    return _message(err, CampaignSpec)
 
 
 def _with_base(spec: CampaignSpec, path: Path) -> Campaign:

@@ -105,6 +105,8 @@ def _condition(sc: Scenario, c: Condition, at: str) -> Iterator[Problem]:
             yield f"{at}.states", f"voter {voter} does not exist (voters are 1..{sc.cluster.controllers})"
     if c.quorum is not None and isinstance(c.leader, int) and c.leader > sc.cluster.controllers:
         yield f"{at}.leader", f"voter {c.leader} does not exist (voters are 1..{sc.cluster.controllers})"
+    if c.partition is not None and isinstance(c.leader, int) and not isinstance(c.leader, bool):
+        yield from _broker(sc, c.leader, f"{at}.leader")
 
 
 def _steps(sc: Scenario) -> Iterator[Problem]:

@@ -89,6 +89,11 @@ class KafkaConfig(Strict):
     unclean_leader_election_interval_ms: PositiveInt = Field(300_000, alias="unclean.leader.election.interval.ms")
     replica_lag_time_max_ms: PositiveInt = Field(30_000, alias="replica.lag.time.max.ms")
     replica_fetch_wait_max_ms: PositiveInt = Field(500, alias="replica.fetch.wait.max.ms")
+    # How long a follower waits for a fetch's answer before it sends another (Kafka: 30 s, and at
+    # least replica.fetch.wait.max.ms). None is kraftlab's default, the fetch's wait + 2 s: a lost
+    # connection is noticed about as soon as a closed TCP connection would be, and a healed
+    # partition resumes replication within seconds, as TCP's retransmission does.
+    replica_socket_timeout_ms: PositiveInt | None = Field(None, alias="replica.socket.timeout.ms")
     broker_heartbeat_interval_ms: PositiveInt = Field(2_000, alias="broker.heartbeat.interval.ms")
     broker_session_timeout_ms: PositiveInt = Field(9_000, alias="broker.session.timeout.ms")
     controller_quorum_election_timeout_ms: PositiveInt = Field(1_000, alias="controller.quorum.election.timeout.ms")
@@ -103,6 +108,15 @@ class KafkaConfig(Strict):
     # Segment files roll at this size (Kafka: 1 GiB). Any positive size is accepted (Kafka 4 asks
     # for at least 1 MiB) so that scenarios can roll segments with a handful of records.
     log_segment_bytes: PositiveInt = Field(1 << 30, alias="log.segment.bytes")
+
+    @model_validator(mode="after")
+    def _socket_timeout_covers_the_fetch_wait(self) -> "KafkaConfig":
+        # Kafka's own check (KafkaConfig: "replica.socket.timeout.ms should always be at least
+        # replica.fetch.wait.max.ms"): a shorter timeout gives up on every long-poll fetch.
+        timeout = self.replica_socket_timeout_ms
+        if timeout is not None and timeout < self.replica_fetch_wait_max_ms:
+            raise ValueError(f"replica.socket.timeout.ms ({timeout}) must be at least replica.fetch.wait.max.ms ({self.replica_fetch_wait_max_ms})")
+        return self
 
 
 class TopicConfig(Strict):
