@@ -501,21 +501,20 @@ class ClusterProjection:
         return lost
 
     def holders(self, key: Key) -> list[LogMirror]:
-        """The logs that make up partition `key`'s committed log now: the acting leader's; the
-        log of the leader the controller chose, running but not acting yet (it takes over with
-        that log: the others will truncate to it); while there is neither, every replica's that a
-        leader could come back with, running or down (a stopped broker's disk, what a crash left
-        of one). A record on the disk of a broker that was shut down is not lost while the
-        partition waits for it: the broker's restart brings the partition back with it (KIP-966's
-        Last Replica Standing)."""
+        """The logs that make up partition `key`'s committed log now: the acting leader's; while
+        there is none, every running replica's, and the disks of the stopped replicas a clean
+        election could still bring back (ISR and ELR members: a stopped broker's disk, what a
+        crash left of one). A record on the disk of an ISR member that was shut down is not lost
+        while the partition waits for it (KIP-966's Last Replica Standing); one on the disk of a
+        replica an unclean election has left behind is: that replica will truncate to the new
+        leader's log."""
         leader = self.acting_leader(key)
         if leader is not None:
             return [leader.log]
-        chosen = self._partitions[key].leader if key in self._partitions else None
-        if chosen is not None and (r := self.replicas.get(chosen, {}).get(key)) is not None:
-            return [r.log]
+        record = self._partitions.get(key)
+        eligible = set(record.isr) | set(record.elr) if record is not None else set()
         running = [r.log for reps in self.replicas.values() if (r := reps.get(key)) is not None]
-        return running + [log for logs in self.down_logs.values() if (log := logs.get(key)) is not None]
+        return running + [log for b, logs in self.down_logs.items() if b in eligible and (log := logs.get(key)) is not None]
 
     # --- clients' progress (for steps) ---------------------------------------------------------------
 

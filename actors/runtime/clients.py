@@ -15,6 +15,7 @@ from actors.clients.consumer import ConsumeCommand
 from actors.clients.produce_state import ACKS, ProduceCommand
 from actors.runtime.api import Consume, ListOffsets, Load, Produce, StepFailed
 from observability.events import LoadStep, ProduceDone
+from observability.states import UNKNOWN
 
 if TYPE_CHECKING:
     from .readout import RoleCluster
@@ -163,8 +164,9 @@ class Clients:
             self.cluster.invoke(name, lambda role, now, done=done: role.stop_following(done))
 
     def _final_read(self, partitions: list[tuple[str, int]]) -> None:
-        """Each partition from its leader, or, when it has none, from every running replica; a
-        partition with no replica running gets an incomplete final read from each of them."""
+        """Each partition from its acting leader, or, when it has none, from every running
+        replica; a partition with no replica running gets an incomplete final read from each of
+        them."""
         cluster, view = self.cluster, self.view
         states, brokers = view.partitions(), view.brokers()
         plan: list[tuple[str, int, int, str]] = []
@@ -173,7 +175,10 @@ class Clients:
             state = states.get(f"{t}-{p}")
             if state is None:
                 continue
-            if state.leader is not None and brokers[state.leader].alive:
+            # A leader that does not act as one yet (no HWM: it has not taken over, e.g. back
+            # from a crash with no KRaft leader to register with) answers from a log the
+            # partition may not keep: read every running replica instead, as with no leader.
+            if state.leader is not None and brokers[state.leader].alive and state.hwm is not UNKNOWN:
                 plan.append((t, p, state.leader, "leader"))
             elif any(brokers[b].alive for b in state.replicas):
                 plan += [(t, p, b, "replica") for b in state.replicas if brokers[b].alive]

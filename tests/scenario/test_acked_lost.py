@@ -5,6 +5,7 @@ A clean shutdown flushes, so shutting every replica down loses nothing, while an
 replica on page-cache storage loses what was never flushed ("why-kafka-does-not-need-fsync")."""
 
 from observability.history import read_history
+from observability.history_anomalies import count_anomalies
 
 from .cli_runs import assert_ran_as_expected, run_text
 
@@ -72,3 +73,34 @@ def test_a_run_ending_with_every_replica_down_says_its_final_read_did_not_comple
     done = [(r["broker"], r["complete"]) for r in history if r["kind"] == "final_read_done"]
     assert sorted(done) == [(1, False), (2, False), (3, False)]
     assert not [r for r in history if r["kind"] == "final_read"]
+
+
+LEADER_NOT_TAKEN_OVER = """
+name: leader-back-without-a-controller
+cluster:
+  brokers: 3
+  controllers: 1
+  storage: page_cache
+  config: {min.insync.replicas: 2}
+topics:
+  - {name: t, replication_factor: 3, assignment: {0: [3, 1, 2]}}
+steps:
+  - produce: {topic: t, partition: 0, count: 10, acks: all, expect: acked}
+  - wait: 2000                                   # the followers learn the HWM
+  - crash: {node: c1, mode: process}             # no controller: nobody will fence broker 3
+  - crash: {node: b3, mode: os}                  # the leader loses its page cache
+  - restart: b3
+  - wait: 3000
+  - expect: {partition: t-0, leader: 3, acked_lost: 0}   # still the leader on paper, not acting
+"""
+
+
+def test_the_final_read_skips_a_leader_that_has_not_taken_over(tmp_path):
+    # Broker 3 is back with an empty log and cannot register: it does not lead, so the records it
+    # lost are on the followers, and the final read reads them there (as with no leader).
+    summary, result = run_text(tmp_path, LEADER_NOT_TAKEN_OVER)
+    assert_ran_as_expected(summary, result)
+    history = read_history(tmp_path / "run" / "events").to_pylist()
+    final = {(r["offset"], r["source"]) for r in history if r["kind"] == "final_read"}
+    assert {offset for offset, _ in final} == set(range(10)) and {source for _, source in final} == {"replica"}
+    assert count_anomalies(tmp_path / "run" / "events")["lost-write"] == 0
