@@ -529,8 +529,7 @@ class Controller:
     def _maybe_complete_reassignment(self, part: PartitionRecord, now_ms: float, out: Output) -> None:
         if not part.adding_replicas and not part.removing_replicas:
             return
-        target_min_isr = self.policy(part.topic, replication_factor=len(target_of(part))).min_isr
-        done = maybe_complete_reassignment(part, self.working.brokers, target_min_isr)
+        done = maybe_complete_reassignment(part, self.working.brokers)
         if done is not None:
             self._propose([done], now_ms, out)
             out.emit(ReassignmentCompleted(part.topic, part.partition, tuple(done.replicas), tuple(done.isr), done.leader))

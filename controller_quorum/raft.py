@@ -538,8 +538,15 @@ class RaftNode:
 
     def _on_observer_fetch_response(self, src: str, resp: FetchResponse, now_ms: float, out: Output) -> None:
         q = self.quorum
-        if resp.leader is not None and resp.epoch >= q.epoch:
+        if resp.leader is not None and resp.epoch >= q.epoch and not (resp.error == NOT_LEADER and resp.leader == src):
             q.epoch, q.leader = resp.epoch, resp.leader
+        elif resp.error == NOT_LEADER and src == q.leader:
+            # The voter this observer followed no longer leads and names no other leader (a leader
+            # that resigned on Check Quorum, cut off from the voters that elected another): look
+            # for the leader among the voters again, as a Kafka observer whose leader fails it
+            # fetches from any voter (KafkaRaftClient.pollFollowerAsObserver). Asking the same
+            # voter again would never learn of the new epoch.
+            q.leader = None
         if resp.error is not None or src != resp.leader:
             self.next_observer_fetch_ms = now_ms + (0 if resp.leader and resp.leader != src else self.config.observer_retry_ms)
             return

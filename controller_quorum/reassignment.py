@@ -4,10 +4,13 @@
    followers with empty logs. The ISR is untouched: a reassignment never adds a replica to the ISR
    (rule 2): only the leader does, through AlterPartition, once the new replica has caught up.
 2. Catch up: ordinary replication; the leader expands the ISR under §6.5.3-6.5.4.
-3. Shrink: once every added replica is in the ISR, the replica set becomes the target, the ISR
-   keeps its members in the target, and leadership moves if the leader is being removed, but only
-   if that leaves the ISR at or above the effective MinISR of the target (rule 1); otherwise the
-   reassignment waits. Removing replicas starts a new leader epoch, as in Kafka.
+3. Shrink: once every replica of the target is in the ISR (Kafka's
+   PartitionReassignmentReplicas.maybeCompleteReassignment: "newTargetIsr.containsAll(
+   newTargetReplicas)", not only the added ones: a kept replica that fell out of the ISR holds
+   the reassignment too), the replica set becomes the target, the ISR keeps its members in the
+   target, and leadership moves if the leader is being removed. The ISR is then the whole target,
+   so the reassignment never leaves it below the target's MinISR (rule 1). Removing replicas
+   starts a new leader epoch, as in Kafka.
 
 Pure functions of the partition record and the broker registrations.
 """
@@ -51,16 +54,14 @@ def target_of(part: PartitionRecord) -> tuple[int, ...]:
     return tuple(b for b in part.replicas if b not in part.removing_replicas)
 
 
-def maybe_complete_reassignment(part: PartitionRecord, brokers: dict[int, BrokerRegistration], target_min_isr: int) -> PartitionRecord | None:
-    """The shrunk partition (step 3) once it is safe, else None."""
+def maybe_complete_reassignment(part: PartitionRecord, brokers: dict[int, BrokerRegistration]) -> PartitionRecord | None:
+    """The shrunk partition (step 3) once every target replica is in the ISR, else None."""
     if not part.adding_replicas and not part.removing_replicas:
         return None
-    if not set(part.adding_replicas) <= set(part.isr):
-        return None  # step 2 is not over: a new replica has not joined the ISR yet
     target = target_of(part)
+    if not set(target) <= set(part.isr):
+        return None  # step 2 is not over: a target replica (added or kept) is not in the ISR
     isr = tuple(b for b in part.isr if b in target)
-    if len(isr) < target_min_isr:
-        return None  # rule 1: the reassignment itself never leaves the ISR below MinISR
 
     def active(b: int) -> bool:
         reg = brokers.get(b)

@@ -471,10 +471,17 @@ class ClusterProjection:
         return out
 
     def quorum(self) -> QuorumState:
+        """The quorum as its latest epoch sees it: `epoch` is the highest epoch a running voter has
+        reached, and `leader` the voter leading that epoch, or None while it has none (an election
+        under way). A deposed leader still leading an older epoch, cut off from the voters that
+        moved on, is not the quorum's leader: leader and epoch always name one pair, as Kafka's
+        RaftEventSimulationTest reads its cluster (`Cluster.latestLeader`)."""
         states = {int(v[1:]): state for v, (state, _) in sorted(self._raft.items())}
-        leaders = [(epoch, int(v[1:])) for v, (state, epoch) in self._raft.items() if state == "leader"]
-        epochs = [epoch for _, epoch in self._raft.values()]
-        return QuorumState(leader=max(leaders)[1] if leaders else None, epoch=max(epochs) if epochs else None, states=states)
+        if not self._raft:
+            return QuorumState(leader=None, epoch=None, states=states)
+        epoch = max(e for _, e in self._raft.values())
+        leaders = [int(v[1:]) for v, (state, e) in self._raft.items() if state == "leader" and e == epoch]
+        return QuorumState(leader=leaders[0] if leaders else None, epoch=epoch, states=states)
 
     def acked(self) -> int:
         """Records acknowledged so far (cheap: no log is read)."""

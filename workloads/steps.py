@@ -143,7 +143,7 @@ def protocol_command(kind: str, args: Any) -> api.ProtocolCommand:
     match kind:
         case "produce":
             values = None if args.values is None else list(args.values)
-            return api.Produce(args.topic, args.partition, args.count, values, args.acks, args.idempotent, args.expect, args.timeout_ms)
+            return api.Produce(args.topic, args.partition, args.count, values, args.acks, args.idempotence(), args.expect, args.timeout_ms)
         case "consume":
             expect_values = None if args.expect_values is None else list(args.expect_values)
             return api.Consume(args.topic, args.partition, args.from_offset, args.expect_count, expect_values, args.timeout_ms)

@@ -211,14 +211,19 @@ class QuorumChecks:
             return
         best = 0
         for v in self.voters.values():
+            # A voter's known match is extended here, not only when the voter itself changed: the
+            # canonical log grows with another voter's HWM (the leader's), and a follower that
+            # appended those entries before is not looked at again until it changes. Reading its
+            # old match alone, a leader that commits and crashes at one instant left its committed
+            # entries "on no voter" while the followers held them.
+            i, log = (v.match_len if v.running else v.recovered_match), v.entries
+            while i < min(len(log), committed) and log[i] == self.canonical[i]:
+                i += 1
             if v.running:
-                best = max(best, v.match_len)
+                v.match_len = i
             else:
-                i, log = v.recovered_match, v.entries
-                while i < min(len(log), committed) and log[i] == self.canonical[i]:
-                    i += 1
                 v.recovered_match = i
-                best = max(best, i)
+            best = max(best, i)
             if best >= committed:
                 return
         found.setdefault("RaftDurability", f"committed offset {best} is on no voter (committed end {committed})")

@@ -1,5 +1,6 @@
 """Partition reassignment rules of replication-correctness.md §6.7: grow, catch up, shrink; the
-reassignment never adds a replica to the ISR and never leaves the ISR below MinISR."""
+reassignment never adds a replica to the ISR, and completes only with its whole target in the ISR
+(so never below MinISR)."""
 
 from dataclasses import replace
 
@@ -25,13 +26,13 @@ def test_grow_adds_the_new_replicas_but_not_to_the_isr():
 
 def test_no_shrink_before_every_new_replica_caught_up_and_joined_the_isr():
     grown = start_reassignment(part(), (4, 2, 3), BROKERS)
-    assert maybe_complete_reassignment(grown, BROKERS, target_min_isr=2) is None
+    assert maybe_complete_reassignment(grown, BROKERS) is None
 
 
 def test_shrink_after_the_leader_added_the_new_replica_moves_leadership_off_the_removed_one():
     grown = start_reassignment(part(), (4, 2, 3), BROKERS)
     caught_up = replace(grown, isr=(1, 2, 3, 4), partition_epoch=grown.partition_epoch + 1)
-    done = maybe_complete_reassignment(caught_up, BROKERS, target_min_isr=2)
+    done = maybe_complete_reassignment(caught_up, BROKERS)
     assert done.replicas == (4, 2, 3) and set(done.isr) == {2, 3, 4}
     assert done.leader == 4 and done.leader_epoch == caught_up.leader_epoch + 1
     assert (done.adding_replicas, done.removing_replicas) == ((), ())
@@ -42,7 +43,7 @@ def test_removing_a_follower_starts_a_new_leader_epoch_under_the_same_leader():
     # removed replica, still fetching, is fenced by the new epoch.
     grown = start_reassignment(part(), (1, 2, 4), BROKERS)
     caught_up = replace(grown, isr=(1, 2, 3, 4), partition_epoch=grown.partition_epoch + 1)
-    done = maybe_complete_reassignment(caught_up, BROKERS, target_min_isr=2)
+    done = maybe_complete_reassignment(caught_up, BROKERS)
     assert done.replicas == (1, 2, 4) and done.leader == 1
     assert done.leader_epoch == caught_up.leader_epoch + 1 and done.election is None
 
@@ -50,19 +51,21 @@ def test_removing_a_follower_starts_a_new_leader_epoch_under_the_same_leader():
 def test_adding_a_replica_only_keeps_the_leader_epoch():
     grown = start_reassignment(part(), (1, 2, 3, 4), BROKERS)
     caught_up = replace(grown, isr=(1, 2, 3, 4), partition_epoch=grown.partition_epoch + 1)
-    done = maybe_complete_reassignment(caught_up, BROKERS, target_min_isr=2)
+    done = maybe_complete_reassignment(caught_up, BROKERS)
     assert done.replicas == (1, 2, 3, 4) and (done.leader, done.leader_epoch) == (1, caught_up.leader_epoch)
 
 
-def test_shrink_waits_while_it_would_leave_the_isr_below_min_isr():
-    # Moving to [4, 5, 3]: 4 and 5 caught up, but 3 (kept) and 5 dropped out of the ISR meanwhile.
+def test_shrink_waits_until_every_target_replica_is_in_the_isr():
+    # Moving to [4, 5, 3]. Kafka's PartitionReassignmentReplicas.maybeCompleteReassignment waits
+    # for the whole target in the ISR: the added replicas and the kept one (3) alike.
     grown = start_reassignment(part(), (4, 5, 3), BROKERS)
-    lagging = replace(grown, isr=(1, 2, 4))
-    assert maybe_complete_reassignment(lagging, BROKERS, target_min_isr=2) is None  # 5 not in ISR yet
-    joined = replace(grown, isr=(1, 2, 4, 5))
-    assert maybe_complete_reassignment(joined, BROKERS, target_min_isr=3) is None  # ISR ∩ target = [4, 5] < 3
-    done = maybe_complete_reassignment(joined, BROKERS, target_min_isr=2)
-    assert set(done.isr) == {4, 5}
+    lagging = replace(grown, isr=(1, 2, 3, 4))
+    assert maybe_complete_reassignment(lagging, BROKERS) is None  # 5 not in the ISR yet
+    kept_one_out = replace(grown, isr=(1, 2, 4, 5))
+    assert maybe_complete_reassignment(kept_one_out, BROKERS) is None  # 3, kept, fell out of the ISR
+    joined = replace(grown, isr=(1, 2, 3, 4, 5))
+    done = maybe_complete_reassignment(joined, BROKERS)
+    assert done.replicas == (4, 5, 3) and set(done.isr) == {3, 4, 5}
 
 
 def test_a_reassignment_to_the_same_replicas_does_nothing_and_bad_targets_are_refused():
