@@ -13,8 +13,9 @@ same counts on the library's histories. Counts only, per anomaly name:
   final read);
 - `inconsistent-offsets`: a (topic, partition, offset) holding different records across the
   consumers' reads and the final read;
-- the poll anomalies, counted in polls: `nonmonotonic-poll` (a consumer's offset in a partition
-  did not move forward) and `poll-skip` (it jumped over an offset the final read holds). A
+- the poll anomalies, counted in polls (a poll is a consumer's, in one incarnation, whichever
+  partitions it read): `nonmonotonic-poll` (a consumer's offset in a partition did not move
+  forward) and `poll-skip` (it jumped over an offset the final read holds). A
   `consumer_seek` sets where a reading starts; a consumer's first read of a partition in an
   incarnation without a seek before it is not judged.
 
@@ -153,16 +154,18 @@ def _poll_anomalies(by_kind, final: list[dict]) -> dict[str, int]:
         committed[(r["topic"], r["partition"])].append(r["offset"])
     for offsets in committed.values():
         offsets.sort()
+    # Counted in polls (contract.md): one poll that went back in two partitions is one poll. A
+    # restarted consumer numbers its polls from 0 again, so a poll is (consumer, incarnation, poll).
     backwards, skipped = set(), set()
-    for (consumer, _, topic, partition), lane in lanes.items():
+    for (consumer, incarnation, topic, partition), lane in lanes.items():
         lane.sort()
         previous = None
         for _, offset, poll in lane:
             if poll is not None and previous is not None and offset != previous + 1:
                 if offset <= previous:
-                    backwards.add((consumer, topic, partition, poll))
+                    backwards.add((consumer, incarnation, poll))
                 elif _holds_between(committed.get((topic, partition), []), previous, offset):
-                    skipped.add((consumer, topic, partition, poll))
+                    skipped.add((consumer, incarnation, poll))
             previous = offset
     return {"nonmonotonic-poll": len(backwards), "poll-skip": len(skipped)}
 

@@ -33,6 +33,9 @@ EXAMPLES = 5
 NAMES = ANOMALY_NAMES
 IDENTITY = ["run", "producer", "sequence"]
 PLACE = ["run", "topic", "partition"]
+# A consumer poll, the unit the two poll anomalies count (contract.md: "of consumer polls"): one
+# poll that went back in two partitions is one poll; a restarted consumer numbers polls from 0 again.
+POLL = ["run", "consumer", "incarnation", "poll"]
 
 
 @dataclass
@@ -308,10 +311,10 @@ def nonmonotonic_poll(steps: DataFrame) -> Anomaly:
     """Polls in which a consumer's offset in a partition did not move forward (went back, or read
     one offset again). `steps`: `poll_steps`."""
     bad = steps.where(F.col("offset") <= F.col("previous"))
-    df = bad.groupBy("run", "consumer", "topic", "partition", "poll").agg(
-        F.min(F.struct("offset", "previous", "producer", "sequence")).alias("first")).select(
-        "run", "consumer", "topic", "partition", "poll", "first.*")
-    return _anomaly(df, ["run", "consumer", "topic", "partition", "poll"])
+    df = bad.groupBy(*POLL).agg(
+        F.min(F.struct("topic", "partition", "offset", "previous", "producer", "sequence")).alias("first")).select(
+        "run", "consumer", "incarnation", "poll", "first.*")
+    return _anomaly(df, POLL)
 
 
 def poll_skip(steps: DataFrame, views: HistoryViews) -> Anomaly:
@@ -325,11 +328,11 @@ def poll_skip(steps: DataFrame, views: HistoryViews) -> Anomaly:
     same_place = ((F.col("j.run") == F.col("f.run")) & (F.col("j.topic") == F.col("f.topic"))
                   & (F.col("j.partition") == F.col("f.partition")))
     skipped = jumps.join(committed, same_place & (F.col("f.skipped") > F.col("j.previous")) & (F.col("f.skipped") < F.col("j.offset")))
-    df = (skipped.groupBy("j.run", "j.consumer", "j.topic", "j.partition", "j.poll")
-          .agg(F.min(F.struct("j.offset", "j.previous", "j.producer", "j.sequence")).alias("first"),
-               F.countDistinct("f.skipped").alias("skipped"))
-          .select("run", "consumer", "topic", "partition", "poll", "first.*", "skipped"))
-    return _anomaly(df, ["run", "consumer", "topic", "partition", "poll"])
+    df = (skipped.groupBy(*(f"j.{c}" for c in POLL))
+          .agg(F.min(F.struct("j.topic", "j.partition", "j.offset", "j.previous", "j.producer", "j.sequence")).alias("first"),
+               F.countDistinct("f.topic", "f.partition", "f.skipped").alias("skipped"))
+          .select("run", "consumer", "incarnation", "poll", "first.*", "skipped"))
+    return _anomaly(df, POLL)
 
 
 def consumers_ran_to_the_end(history: DataFrame, views: HistoryViews, runs: list[str]) -> dict[str, tuple[bool, str]]:

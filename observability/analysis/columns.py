@@ -34,9 +34,14 @@ _NAMED = {"string": StringType(), "int32": IntegerType(), "int64": LongType(), "
 _NUMERIC_ORDER = (IntegerType(), LongType(), DoubleType())
 
 
+def declared_name(column: str) -> str:
+    """The type events.py (and contract.md) give `column`, by its Arrow name: int32, list<int32>..."""
+    return {**COMMON_COLUMNS, **COLUMN_TYPES}[column]
+
+
 def declared_type(column: str) -> DataType:
     """The type events.py gives `column` (lists of lists are not among the columns analysis reads)."""
-    name = {**COMMON_COLUMNS, **COLUMN_TYPES}[column]
+    name = declared_name(column)
     if name.startswith("list<"):
         return ArrayType(_NAMED[name[5:-1]])
     return _NAMED[name]
@@ -84,6 +89,12 @@ class Layout:
     groups: dict[Signature, list[Path]] = field(default_factory=dict)
 
     def add(self, path: Path, schema: pa.Schema) -> None:
+        missing = [c for c in COMMON_COLUMNS if schema.get_field_index(c) < 0]
+        if missing:
+            # Without them no row can be placed (which node, which incarnation, where in its
+            # numbering): judging such a file would call a history complete that says nothing.
+            raise AnalysisInputError(f"{path}: no column {', '.join(f'`{c}`' for c in missing)} (every row of the "
+                                     f"history has {', '.join(COMMON_COLUMNS)}, see contract.md)")
         wanted = set(self.columns)
         columns = []
         for f in schema:
@@ -119,6 +130,15 @@ class Layout:
         for name in self.columns:
             declared = declared_type(name)
             found = types.get(name)
-            # No narrower than declared: `time_ms` written as integers still reads as float64.
-            unified[name] = declared if found is None else (wider(declared, found) or found)
+            if found is None:
+                unified[name] = declared
+                continue
+            # No narrower than declared: `time_ms` written as integers still reads as float64. A
+            # type that does not cast to the declared one (a `partition` of strings) is bad input:
+            # read as it is, it fails a check deep inside Spark, or compares as nothing.
+            both = wider(declared, found)
+            if both is None:
+                raise AnalysisInputError(f"{seen_in[name]}: column `{name}` is {found.simpleString()} "
+                                         f"(expected {declared_name(name)}, see contract.md)")
+            unified[name] = both
         return unified

@@ -26,10 +26,19 @@ def atomic_path(path: Path) -> Iterator[Path]:
     os.close(fd)
     try:
         yield Path(tmp)
+        # mkstemp makes the file private (0600); the result is an ordinary file, readable as the
+        # user's umask allows (0644 under the usual 022), as every other file of a run is.
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)  # the only way to read it is to set it: set it back at once
+    os.umask(mask)
+    return mask
 
 
 def write_json_atomically(path: Path, value: Any) -> None:

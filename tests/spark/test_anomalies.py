@@ -134,7 +134,7 @@ def test_nonmonotonic_poll(spark, tmp_path):
     checks = analyze(spark, h, tmp_path)
     assert counts(checks) == only("nonmonotonic-poll", 1)
     assert checks["anomalies"]["nonmonotonic-poll"]["examples"] == [
-        {"consumer": LOAD_CONSUMER, "topic": "t", "partition": 0, "poll": 2, "offset": 2, "previous": 4,
+        {"consumer": LOAD_CONSUMER, "incarnation": 0, "poll": 2, "topic": "t", "partition": 0, "offset": 2, "previous": 4,
          "producer": "p1", "sequence": 2}]
 
 
@@ -146,7 +146,7 @@ def test_poll_skip(spark, tmp_path):
     checks = analyze(spark, h, tmp_path)
     assert counts(checks) == only("poll-skip", 1)
     assert checks["anomalies"]["poll-skip"]["examples"] == [
-        {"consumer": LOAD_CONSUMER, "topic": "t", "partition": 0, "poll": 1, "offset": 3, "previous": 1,
+        {"consumer": LOAD_CONSUMER, "incarnation": 0, "poll": 1, "topic": "t", "partition": 0, "offset": 3, "previous": 1,
          "producer": "p1", "sequence": 3, "skipped": 1}]
 
 

@@ -15,6 +15,7 @@ import pytest
 from observability.analysis.analyze import analyze_run
 from observability.analysis.errors import AnalysisInputError
 from observability.analysis.loading import discover
+from observability.history_anomalies import count_anomalies
 
 
 class ContractHistory:
@@ -153,3 +154,72 @@ def test_files_that_give_a_column_two_kinds_of_type_are_bad_input_named(tmp_path
         discover(run)
     message = str(err.value)
     assert "column `partition`" in message and "c2.parquet" in message and "string" in message
+
+
+def one_poll_back_in_two_partitions() -> ContractHistory:
+    """c1 reads t-0 and t-1 offsets 0..2 in poll 0, then in poll 1 reads offset 1 of each again:
+    one poll that went back in two partitions."""
+    h = ContractHistory()
+    for p in (0, 1):
+        for s in range(3):
+            h.add("p1", "produce_ack", producer="p1", sequence=10 * p + s, topic="t", partition=p, outcome="ok",
+                  offset=s, latency_ms=3.0)
+    for poll, offsets in enumerate([[0, 1, 2], [1, 2]]):
+        for p in (0, 1):
+            for o in offsets:
+                h.add("c1", "consume", consumer="c1", poll=poll, topic="t", partition=p, offset=o, producer="p1",
+                      sequence=10 * p + o)
+    for p in (0, 1):
+        for s in range(3):
+            h.add("driver", "final_read", topic="t", partition=p, offset=s, producer="p1", sequence=10 * p + s)
+    return h
+
+
+def test_the_poll_anomalies_count_polls_not_partitions(spark, tmp_path):
+    # contract.md: "count is the number of ... (for the two poll anomalies: of consumer polls)".
+    # Both judges count (consumer, incarnation, poll): Spark's and the campaigns' plain Python.
+    h = one_poll_back_in_two_partitions()
+    found, checks = anomaly_counts(spark, h, tmp_path)
+    assert found == {"nonmonotonic-poll": 1}
+    (example,) = checks["anomalies"]["nonmonotonic-poll"]["examples"]
+    assert (example["poll"], example["topic"], example["partition"], example["offset"], example["previous"]) == (1, "t", 0, 1, 2)
+    assert count_anomalies(tmp_path / "run" / "events")["nonmonotonic-poll"] == 1
+
+
+def test_a_restarted_consumer_s_polls_are_its_new_incarnation_s(spark, tmp_path):
+    # c1 seeks to 0 and its poll 0 jumps over offset 1; restarted (incarnation 1, numbering its
+    # rows and polls from 0 again), it seeks to 3 and its poll 0 jumps over offset 4: two polls.
+    h = polled([])
+    for incarnation, (start, offsets) in enumerate([(0, [0, 2]), (3, [3, 5])]):
+        h.seq["c1"] = 0
+        h.add("c1", "consumer_seek", consumer="c1", topic="t", partition=0, offset=start)
+        for o in offsets:
+            h.add("c1", "consume", consumer="c1", poll=0, topic="t", partition=0, offset=o, producer="p1", sequence=o)
+        for r in h.rows[-1 - len(offsets):]:
+            r["incarnation"] = incarnation
+    found, checks = anomaly_counts(spark, h, tmp_path)
+    assert found["poll-skip"] == 2
+    assert sorted((e["incarnation"], e["poll"]) for e in checks["anomalies"]["poll-skip"]["examples"]) == [(0, 0), (1, 0)]
+    assert count_anomalies(tmp_path / "run" / "events")["poll-skip"] == 2
+
+
+@pytest.mark.parametrize("column, value, expected", [("partition", "0", "int32"), ("sequence", "s4", "int64")])
+def test_a_column_of_the_wrong_type_is_bad_input_named_even_in_one_file(tmp_path, column, value, expected):
+    # Before: a `partition` of strings in every file was read as strings, and a check failed deep
+    # inside Spark with a Python traceback (exit 1), leaving a partial analysis behind.
+    h = five_records_one_lost()
+    for r in h.rows:
+        if column in r:
+            r[column] = value
+    run = h.write(tmp_path / "run", per_node=False)
+    with pytest.raises(AnalysisInputError) as err:
+        discover(run)
+    assert str(err.value) == f"{run / 'events' / 'all.parquet'}: column `{column}` is string (expected {expected}, see contract.md)"
+
+
+def test_a_file_without_the_columns_every_row_has_is_bad_input_named(tmp_path):
+    run = five_records_one_lost().write(tmp_path / "run")
+    pq.write_table(pa.Table.from_pylist([{"time_ms": 1.0, "node": "x", "kind": "fault"}]), run / "events" / "x.parquet")
+    with pytest.raises(AnalysisInputError) as err:
+        discover(run)
+    assert "x.parquet: no column `incarnation`, `node_seq`" in str(err.value)
