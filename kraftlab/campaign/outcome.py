@@ -1,15 +1,16 @@
 """One run's row of `results.parquet` (contract.md, "Campaign file"), from its summary.
 
 A run's findings are what broke, by name: the invariants the online checker saw violated
-(summary.json `violations`), the anomaly `lost-write` when acknowledged acks=all records are missing
-from the final read (`acked_lost`), the contract's other history anomalies found in the run's own
-history (`duplicate`, `uncommitted-read`, `nonmonotonic-poll`...: observability/history_anomalies.py,
-the Spark analysis's rules counted in plain Python, so that each run costs only itself),
+(summary.json `violations`), the contract's history anomalies found in the run's own history
+(`lost-write`, `duplicate`, `uncommitted-read`, `nonmonotonic-poll`...: observability/history_anomalies.py,
+the Spark analysis's rules counted in plain Python, so that each run costs only itself; `lost-write`
+is contract.md's, "acknowledged ok, absent from the final read", whatever the record's `acks`, and
+also found when the summary's `acked_lost` counts acks=all records missing from the log now),
 `liveness` when the cluster did not serve again within the bound after the faults healed (a
 failed epilogue step, workloads/campaign/generate.py), and `expect` when one of the base
 scenario's own steps failed. `kraftlab analyze CAMPAIGN_DIR` gives the same anomalies with
-examples, and `lost-write` there counts every `acks` setting (here: acks=all, the protocol's
-promise).
+examples. (Before 2026-11-25 a campaign found `lost-write` for acks=all records only, so a cell
+that lost acks=1 records, which Kafka allows, could pass `clean` while `analyze` said otherwise.)
 
 Findings the protocol allows are kept apart (`excused`), as the simulator's sweeps keep them: on a
 partition that went beyond the protocol's tolerance (MinISR lossy unclean shutdowns of its leader
@@ -42,7 +43,7 @@ EXPECT = "expect"
 @dataclass(frozen=True)
 class HistoryFindings:
     """What a run's own history says beyond its summary: the partitions ("t-0") that went beyond
-    the protocol's tolerance, and the history anomalies other than `lost-write` (name -> count)."""
+    the protocol's tolerance, and the history anomalies found (name -> count)."""
 
     beyond: frozenset[str] = frozenset()
     anomalies: tuple[tuple[str, int], ...] = ()
@@ -51,7 +52,7 @@ class HistoryFindings:
 def read_history_findings(run_dir: Path) -> HistoryFindings:
     events = run_dir / "events"
     beyond = frozenset(f"{r['topic']}-{r['partition']}" for r in read_kinds(events, ("beyond_tolerance",), ("topic", "partition")))
-    anomalies = tuple((name, n) for name, n in count_anomalies(events).items() if n and name != "lost-write")
+    anomalies = tuple((name, n) for name, n in count_anomalies(events).items() if n)
     return HistoryFindings(beyond, anomalies)
 
 

@@ -224,6 +224,28 @@ def test_an_expectation_that_does_not_hold_sets_exit_code_1(tmp_path):
     assert "expect FAILED" in result.output and "lost-write not found in 1 runs" in result.output
 
 
+def test_acknowledged_acks_1_records_lost_are_a_lost_write_as_contract_md_defines_it(tmp_path):
+    # config-rf4-minisr2-acks-1 loses acknowledged acks=1 records by design (no invariant broken,
+    # `acked_lost` counts acks=all only). contract.md's lost-write is "acknowledged ok, absent from
+    # the final read", whatever the acks: a campaign finds it, as `kraftlab analyze` does (before,
+    # the cell passed `clean`, exit 0, while the analysis of the same directory said lost-write).
+    text = """
+        name: acks-1-loss
+        scenario: config-rf4-minisr2-acks-1
+        seeds: 1
+        matrix:
+          cluster.storage: [page_cache]
+        faults: {kinds: [link], mean_interval_ms: 3000, duration_ms: 3000}
+        expect:
+          - clean: true
+        """
+    out = tmp_path / "out"
+    result = campaign_cli(write(tmp_path, text), "--out", out, "--parallel", "0", "--minimize-budget", "0")
+    assert result.exit_code == 1, result.output
+    (row,) = pq.read_table(out / "results.parquet").to_pylist()
+    assert "lost-write" in row["violations"] and row["stats.acked_lost"] == 0
+
+
 def test_wilson_interval():
     assert wilson_interval(0, 0) == (0.0, 1.0)
     low, high = wilson_interval(0, 20)
