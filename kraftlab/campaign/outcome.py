@@ -35,9 +35,7 @@ from observability.checks.invariants import excused_beyond_tolerance
 from observability.history import read_kinds
 from observability.history_anomalies import count_anomalies
 from workloads.campaign.generate import RunPlan
-from workloads.campaign.spec import LIVENESS
-
-EXPECT = "expect"
+from workloads.campaign.spec import EXPECT, LIVENESS
 
 
 @dataclass(frozen=True)

@@ -246,6 +246,12 @@ def test_acknowledged_acks_1_records_lost_are_a_lost_write_as_contract_md_define
     assert "lost-write" in row["violations"] and row["stats.acked_lost"] == 0
 
 
+def test_every_finding_name_may_be_caught_expect_and_liveness_too(tmp_path):
+    # A signature may be `expect` (a base step failed) or `liveness`: rules may name them as any finding.
+    text = SMALL + "expect:\n  - catch: [expect, liveness, lost-write, LeaderCompleteness]\n"
+    assert load_campaign(str(write(tmp_path, text))).spec.expect[0].catch == ["expect", "liveness", "lost-write", "LeaderCompleteness"]
+
+
 def test_wilson_interval():
     assert wilson_interval(0, 0) == (0.0, 1.0)
     low, high = wilson_interval(0, 20)

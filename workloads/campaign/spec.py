@@ -43,7 +43,10 @@ from workloads.scenario.schema import NAME_PATTERN, Acks
 CAMPAIGN_LIBRARY_DIR = Path(__file__).resolve().parents[1] / "campaigns"  # workloads/campaigns
 # A run that did not converge after the faults healed (kraftlab/campaign/outcome.py).
 LIVENESS = "liveness"
-FINDING_NAMES = frozenset(INVARIANT_NAMES) | DISRUPTION_NAMES | frozenset(ANOMALY_NAMES) | {LIVENESS}
+# A step of the base scenario itself failed (an `expect` or a `wait_for` of its own): a finding
+# and a signature name like the others, so `catch` and `absent` may name it too.
+EXPECT = "expect"
+FINDING_NAMES = frozenset(INVARIANT_NAMES) | DISRUPTION_NAMES | frozenset(ANOMALY_NAMES) | {LIVENESS, EXPECT}
 VARIANT_KEY = "variant"  # the results column naming a run's variant
 
 
@@ -132,7 +135,7 @@ class ExpectRule(Strict):
         for name in (self.catch or []) + (self.absent or []):
             if name not in FINDING_NAMES:
                 raise ValueError(
-                    f"unknown name {name!r} (an anomaly: {', '.join(ANOMALY_NAMES)}; `{LIVENESS}`; or an "
+                    f"unknown name {name!r} (an anomaly: {', '.join(ANOMALY_NAMES)}; `{LIVENESS}`; `{EXPECT}`; or an "
                     f"invariant of reference/protocol-facts.md: {', '.join(sorted(INVARIANT_NAMES))}; or, with the base "
                     f"scenario's disruption_checks, {', '.join(sorted(DISRUPTION_NAMES))})"
                 )
