@@ -57,7 +57,7 @@ def campaign_cli(*args: str):
         ({"matrix": {"cluster.storage": ["page_cache", "floppy"]}}, "matrix.cluster.storage[1]", "floppy"),
         ({"seeds": 0}, "seeds", "greater than 0"),
         ({"faults": {"kinds": ["crash_os", "meteor"]}}, "faults.kinds", "unknown fault kind 'meteor'"),
-        ({"expect": [{"when": {"cluster.brokers": 3}, "clean": True}]}, "expect[0].when.cluster.brokers", "not a matrix key"),
+        ({"expect": [{"when": {"cluster.brokers": 3}, "clean": True}]}, "expect[0].when.cluster.brokers (line", "not a matrix key"),
         ({"expect": [{"catch": ["lost-writes"]}]}, "expect[0]", "unknown name 'lost-writes'"),
         ({"scenario": "no-such-scenario"}, "scenario", "no such file or library scenario"),
         # What was expected, in the user's words (no markup eats "[first, last]"), at the key.

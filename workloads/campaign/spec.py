@@ -240,7 +240,7 @@ def load_campaign(arg: str) -> Campaign:
         problems = [Problem(_campaign_loc(tuple(e["loc"]), raw), _campaign_message(e), _line_of(root, tuple(e["loc"]))) for e in exc.errors()]
         raise CampaignError(file, merge_alternatives(problems)) from None
     campaign = _with_base(spec, path)
-    problems = _check_overrides(campaign) + _check_expect(campaign.spec)
+    problems = _check_overrides(campaign) + _check_expect(campaign.spec, _compose(text))
     if problems:
         raise CampaignError(file, problems)
     return campaign
@@ -316,18 +316,20 @@ def _check_overrides(campaign: Campaign) -> list[Problem]:
     return problems
 
 
-def _check_expect(spec: CampaignSpec) -> list[Problem]:
+def _check_expect(spec: CampaignSpec, root) -> list[Problem]:
     problems = []
     for i, rule in enumerate(spec.expect):
         for key, value in rule.when.items():
+            line = _line_of(root, ("expect", i, "when", key))
             if key == VARIANT_KEY and spec.variants is not None:
                 allowed = list(spec.variants)
             elif key in spec.matrix:
                 allowed = spec.matrix[key]
             else:
                 keys = list(spec.matrix) + ([VARIANT_KEY] if spec.variants is not None else [])
-                problems.append(Problem(f"expect[{i}].when.{key}", f"not a matrix key (expected one of: {', '.join(keys) or 'none: the campaign has no matrix'})"))
+                problems.append(Problem(f"expect[{i}].when.{key}",
+                                        f"not a matrix key (expected one of: {', '.join(keys) or 'none: the campaign has no matrix'})", line))
                 continue
             if value not in allowed:
-                problems.append(Problem(f"expect[{i}].when.{key}", f"{value!r} is not one of the campaign's values {allowed!r}"))
+                problems.append(Problem(f"expect[{i}].when.{key}", f"{value!r} is not one of the campaign's values {allowed!r}", line))
     return problems
