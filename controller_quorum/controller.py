@@ -52,7 +52,7 @@ from .metadata import (
 from .partition_change import ChangePolicy, change_partition, topic_min_isr, topic_setting
 from .placement import PlacementError, assign_replicas
 from .raft import RaftNode
-from .reassignment import ReassignmentError, maybe_complete_reassignment, start_reassignment, target_of
+from .reassignment import ReassignmentError, maybe_complete_reassignment, start_reassignment
 from .requests import (
     DUPLICATE_BROKER_REGISTRATION,
     FENCED_LEADER_EPOCH,
