@@ -68,13 +68,20 @@ def replay_command(source: str, scenario: Scenario, overrides: Sequence[str] = (
 
 
 def default_run_dir(scenario: Scenario, root: Path = DEFAULT_RUNS_ROOT) -> Path:
+    """`runs/<name>-<seed>-<UTC time>[-n]/`, created empty now: the name is reserved by the
+    mkdir itself, so runs started in the same second (a script starting several) each get their
+    own (a check for existence, then a later mkdir, gave two runs one name)."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     base = root / f"{scenario.name}-{scenario.seed}-{stamp}"
+    base.parent.mkdir(parents=True, exist_ok=True)
     candidate, n = base, 1
-    while candidate.exists():
-        n += 1
-        candidate = base.with_name(f"{base.name}-{n}")
-    return candidate
+    while True:
+        try:
+            candidate.mkdir()
+            return candidate
+        except FileExistsError:
+            n += 1
+            candidate = base.with_name(f"{base.name}-{n}")
 
 
 def out_dir_problem(out_dir: Path) -> str | None:
@@ -178,8 +185,8 @@ def run_scenario(
     if error is not None:
         (work_dir / "error.txt").write_text(error)
     (work_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    if final_dir.exists():
-        final_dir.rmdir()  # empty (checked above)
+    # Onto the empty folder itself (a rename replaces an empty directory at once): removing it
+    # first would free the name for another run's reservation in between.
     os.replace(work_dir, final_dir)
     return RunResult(summary, final_dir)
 

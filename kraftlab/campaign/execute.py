@@ -41,9 +41,12 @@ def execute_plan(plan: RunPlan, runs_dir: Path, address: str | None = None, repl
     its results row (its replay command names `replay_dir`, default `runs_dir`)."""
     out_dir = runs_dir / plan.run
     replay = replay_command(replay_dir or runs_dir, plan)
+    # The run's own summary.json says how to replay it too: from the scenario.yaml its folder will
+    # keep (a run id alone names no file a user could run).
+    scenario_file = (replay_dir or runs_dir) / plan.run / "scenario.yaml"
     try:
         shutil.rmtree(out_dir, ignore_errors=True)
-        result = run_scenario(plan.scenario(), source=plan.run, out_dir=out_dir, address=address)
+        result = run_scenario(plan.scenario(), source=str(scenario_file), out_dir=out_dir, address=address)
         return row_from_summary(plan, result.summary, replay, read_history_findings(result.run_dir))
     except Exception as exc:  # a bug in a run is that run's result, not the campaign's end
         return error_row(plan, type(exc).__name__, traceback.format_exc(), replay)

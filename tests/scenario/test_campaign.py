@@ -215,6 +215,9 @@ def test_a_switch_off_is_caught_grouped_minimized_and_reproduced(tmp_path):
     assert replay[:2] == ["kraftlab", "run"]
     CliRunner().invoke(main, ["run", replay[2], "--out", str(tmp_path / "replay")], catch_exceptions=False)
     assert json.loads((tmp_path / "replay" / "summary.json").read_text())["stats"]["trace_hash"] == row["stats.trace_hash"]
+    # So does the run's own summary.json (it named the run id, which no file is).
+    own = json.loads((out / "runs" / row["run"] / "summary.json").read_text())["replay"].split()
+    assert own[:3] == replay[:3]
 
 
 def test_an_expectation_that_does_not_hold_sets_exit_code_1(tmp_path):

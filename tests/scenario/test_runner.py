@@ -190,6 +190,21 @@ def test_default_run_directory_is_under_runs(tmp_path, monkeypatch):
     assert (run_dir / "summary.json").exists()
 
 
+def test_runs_started_together_get_a_default_folder_each(tmp_path, monkeypatch):
+    # Three runs of one scenario and seed in one second: each default folder is reserved by its
+    # own mkdir (before, two took one name and the second crashed renaming onto the first).
+    import subprocess
+    import sys
+
+    monkeypatch.chdir(tmp_path)
+    procs = [subprocess.Popen([sys.executable, "-m", "kraftlab.cli", "run", "sim-faults-smoke"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    codes = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
+    assert [c for c, _ in codes] == [0, 0, 0], codes
+    runs = sorted((tmp_path / "runs").iterdir())
+    assert len(runs) == 3 and all((r / "summary.json").exists() for r in runs)
+
+
 def test_scenarios_lists_the_library():
     result = cli("scenarios")
     assert result.exit_code == 0 and "sim-faults-smoke" in result.output
