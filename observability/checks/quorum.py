@@ -83,6 +83,11 @@ class QuorumChecks:
             v = self.voters[ev.target]
             v.running, v.state, v.changed = False, None, True
             v.entries, v.recovered_match = [], 0  # what survived comes as raft_survived
+            if ev.fault == "crash_disk":
+                # A lost disk takes the quorum state with it: the voter starts over from epoch 0,
+                # outside what MonotonicEpoch promises (it is about what stable storage keeps).
+                # Before, the epoch an earlier process crash had found was held against it.
+                v.durable_epoch = 0
             self._leader_hwm.pop(ev.target, None)
         elif ev.kind == "raft_survived" and ev.target in self.voters:
             v = self.voters[ev.target]

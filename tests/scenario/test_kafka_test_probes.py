@@ -132,3 +132,25 @@ def test_a_non_idempotent_step_producer_still_writes_a_retried_batch_twice(tmp_p
                        + "  - consume: {topic: t, expect_count: 20}\n")
     assert_ok(summary)
     assert summary["stats"]["consumed"] == 20
+
+
+def test_a_voter_s_disk_loss_after_a_process_crash_is_no_monotonic_epoch_violation(tmp_path):
+    """A lost disk takes the quorum state with it, whatever the voter's past: the same disk loss
+    gave MonotonicEpoch only when an earlier process crash had recorded the voter's durable epoch
+    ("c1's durable epoch went from 1 to 0"), and nothing without it."""
+    summary = run_yaml(tmp_path, """
+        name: voter-disk-loss-after-process-crash
+        cluster: {brokers: 3, controllers: 3}
+        topics: [{name: t, replication_factor: 3, assignment: {0: [1, 2, 3]}}]
+        steps:
+          - wait_for: {quorum: true, leader: "!= null", timeout_ms: 10000}
+          - crash: {node: controller-follower, mode: process}
+          - wait: 500
+          - restart: c1
+          - wait: 2000
+          - crash: {node: controller-follower, mode: disk}
+          - wait: 3000
+          - expect: {quorum: true, leader: "!= null"}
+        """)
+    assert_ok(summary)
+    assert summary["violations"] == []
