@@ -40,7 +40,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from observability.events import NETWORK_FAULTS, NODE_FAULTS, UNCLEAN_ELECTIONS, EventRecord, fault_undone_by
+from observability.checks.invariants import INVARIANT_NAMES
+from observability.events import CLEAN_ELECTIONS, NETWORK_FAULTS, NODE_FAULTS, UNCLEAN_ELECTIONS, EventRecord, fault_undone_by
 
 from .lost import LostRecords
 
@@ -108,13 +109,16 @@ class MetricsModel:
         self.raft: dict[str, tuple[str, int]] = {}  # voter -> (state, epoch)
         self.raft_leaders: dict[int, str] = {}  # epoch -> voter elected in it
         self.voter_elections: dict[str, dict[str, int]] = {v: {"unclean": 0, "elr": 0} for v in voters}
-        self.elections: dict[str, int] = {}
+        # Every kind and every invariant from the start, at 0: series that must exist (contract.md)
+        # exist in a run where nothing of the sort happened, and a query for one kind gets 0, not
+        # nothing.
+        self.elections: dict[str, int] = dict.fromkeys(sorted(CLEAN_ELECTIONS | UNCLEAN_ELECTIONS), 0)
         self._election_offsets: set[int] = set()
         self.records: dict[str, int] = {"ok": 0, "fail": 0, "info": 0}
         self.latency_buckets = [0] * (len(LATENCY_BUCKETS) + 1)
         self.latency_sum = 0.0
         self.faults: dict[tuple[str, str], int] = {}  # (fault, target) -> active count
-        self.violations: dict[str, int] = {}
+        self.violations: dict[str, int] = dict.fromkeys(sorted(INVARIANT_NAMES), 0)
         self._handlers: dict[str, Callable[[EventRecord], None]] = {
             "partition_change": self._on_partition_change,
             "broker_change": self._on_broker_change,
@@ -122,6 +126,7 @@ class MetricsModel:
             "become_follower": self._on_not_leader,
             "replica_deleted": self._on_not_leader,
             "replica_hwm": self._on_replica_hwm,
+            "process_start": self._on_start,
             "process_stop": self._on_stop,
             "controller_active": self._on_controller_active,
             "raft_state": self._on_raft_state,
@@ -167,6 +172,13 @@ class MetricsModel:
     def _on_replica_hwm(self, rec: EventRecord) -> None:
         ev = rec.event
         self.hwm[(rec.node, (ev.topic, ev.partition))] = ev.hwm
+
+    def _on_start(self, rec: EventRecord) -> None:
+        # A (re)started voter's election meters start over, as a restarted Kafka process's JMX
+        # meters do; replaying its log it counts the cluster's elections again. Kept across the
+        # restart, they counted those elections twice.
+        if rec.node in self.voter_elections:
+            self.voter_elections[rec.node] = {"unclean": 0, "elr": 0}
 
     def _on_stop(self, rec: EventRecord) -> None:
         self._down(rec.node)

@@ -8,6 +8,7 @@ import re
 from collections import defaultdict
 
 from kraftlab.runner import run_scenario
+from observability.checks.invariants import INVARIANT_NAMES
 from observability.metrics.openmetrics import SIM_EPOCH_S
 from workloads.scenario.loading import load_scenario
 
@@ -78,5 +79,9 @@ def test_the_final_sample_holds_the_runs_own_counts(tmp_path):
     assert last[("kraftlab_records_total", '{outcome="ok"}')] == stats["acked"]
     assert last[("kraftlab_produce_latency_seconds_count", None)] == stats["acked"]
     violated = {v["invariant"] for v in result.summary["violations"]}
-    assert {re.search(r'invariant="([^"]+)"', labels).group(1) for (name, labels) in last
-            if name == "kraftlab_invariant_violations_total"} == violated
+    assert {re.search(r'invariant="([^"]+)"', labels).group(1) for (name, labels), value in last.items()
+            if name == "kraftlab_invariant_violations_total" and value > 0} == violated
+    # Every invariant's series exists, at 0 where nothing was violated (contract.md's "must exist").
+    assert len([1 for name, _ in last if name == "kraftlab_invariant_violations_total"]) == len(INVARIANT_NAMES)
+    assert {labels for name, labels in last if name == "kraftlab_elections_total"} == {
+        f'{{kind="{kind}"}}' for kind in ("clean", "elr", "last_known_leader", "preferred", "unclean")}

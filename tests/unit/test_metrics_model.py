@@ -12,6 +12,7 @@ from observability.events import (
     EventRecord,
     Fault,
     PartitionChange,
+    ProcessStart,
     RaftLeaderElected,
     RaftStateChange,
 )
@@ -88,3 +89,15 @@ def test_network_faults_end_at_heal_of_a_node_they_name_or_of_all():
     assert f.value("kraftlab_fault_active", fault="isolate", target="b2") == 1
     f("driver", Fault("heal", "all"))
     assert f.value("kraftlab_fault_active", fault="isolate", target="b2") == 0
+
+
+def test_a_restarted_voter_s_election_meters_start_over_and_count_its_replayed_log_once():
+    # Kafka's meters live in the process: a restarted voter shows 0, then what it replays. Before,
+    # its counter kept the count and added the replayed election again (2 for one election).
+    f = Feed()
+    f("c1", Election("t", 0, 2, 5, "unclean", 9))
+    f("c1", ProcessStart(False))("c1", Election("t", 0, 2, 5, "unclean", 9))
+    assert f.value("kafka_controller_controllerstats_uncleanleaderelections_total", node="c1") == 1
+    assert f.value("kraftlab_elections_total", kind="unclean") == 1
+    assert f.value("kraftlab_elections_total", kind="preferred") == 0  # every kind exists from the start
+    assert f.value("kraftlab_invariant_violations_total", invariant="LeaderCompleteness") == 0
