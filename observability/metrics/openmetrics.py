@@ -2,10 +2,14 @@
 "`metrics.om`"), loadable with `promtool tsdb create-blocks-from openmetrics`.
 
 OpenMetrics wants each family's samples together (one `# TYPE` line, then every sample of every
-series of the family, each series' timestamps increasing), and the file to end with `# EOF`.
-Samples come in time order, one second after the other, so each family's lines are spooled to a
-temporary file of their own and the families are concatenated at the end: memory stays bounded
-whatever the run's length. Timestamps are seconds (Prometheus' OpenMetrics parser reads seconds,
+series of the family), within a family each series' samples together ("Metrics MUST NOT be
+interleaved": all of `{node="c1"}`'s seconds, then all of `{node="c2"}`'s), each series'
+timestamps increasing, and the file to end with `# EOF`. Samples come in time order, one second
+after the other, so each family's lines are spooled to a temporary file of their own, tagged with
+their series; at the end each family's spool is sorted by series (a stable sort keeps each series'
+time order; in runs of `SORT_CHUNK_LINES` merged from disk, so memory stays bounded whatever the
+run's length) and the families are concatenated. A histogram's series is its labels but `le`: its
+buckets, count and sum of one second stay together, one MetricPoint per second. Timestamps are seconds (Prometheus' OpenMetrics parser reads seconds,
 not the milliseconds of its own text format), written with millisecond precision.
 
 `MetricsRecorder` drives it: an event sink that, before applying an event, samples every series at
@@ -16,9 +20,11 @@ that two runs of one seed give the same file; Ray runs from their wall-clock sta
 
 from __future__ import annotations
 
+import heapq
 import os
 import shutil
 import tempfile
+from itertools import islice
 from pathlib import Path
 from typing import IO
 
@@ -28,6 +34,7 @@ from .model import FAMILIES, Labels, MetricsModel
 
 SIM_EPOCH_S = 1_700_000_000.0  # 2023-11-14T22:13:20Z: the simulator's time 0 in metrics.om
 INTERVAL_MS = 1000.0
+SORT_CHUNK_LINES = 200_000  # spool lines sorted in memory at once (tens of MB)
 
 
 def _escape(value: str) -> str:
@@ -59,7 +66,8 @@ class OpenMetricsFile:
             f = self._files.get(family)
             if f is None:
                 f = self._files[family] = open(self._spool / family, "w")
-            f.write(f"{name}{_labels(labels)} {_value(value)} {stamp}\n")
+            series = _labels(tuple((k, v) for k, v in labels if k != "le"))
+            f.write(f"{series}\t{name}{_labels(labels)} {_value(value)} {stamp}\n")
 
     def close(self) -> None:
         """Write `path` (renamed into place when complete) and drop the spool."""
@@ -71,13 +79,35 @@ class OpenMetricsFile:
                 for family in sorted(self._files):
                     spec = FAMILIES[family]
                     out.write(f"# TYPE {family} {spec.type}\n# HELP {family} {spec.help}\n")
-                    with open(self._spool / family) as f:
-                        shutil.copyfileobj(f, out)
+                    out.writelines(line.split("\t", 1)[1] for line in _by_series(self._spool / family))
                 out.write("# EOF\n")
             os.replace(tmp, self.path)
         finally:
             tmp.unlink(missing_ok=True)
             shutil.rmtree(self._spool, ignore_errors=True)
+
+
+def _series(line: str) -> str:
+    return line.split("\t", 1)[0]
+
+
+def _by_series(spool: Path):
+    """A family's spooled lines, ordered by series, each series' lines in the order written (time
+    order): sorted runs of SORT_CHUNK_LINES lines, merged (earlier runs first on equal series)."""
+    runs: list[Path] = []
+    with open(spool) as f:
+        while chunk := list(islice(f, SORT_CHUNK_LINES)):
+            chunk.sort(key=_series)  # stable
+            run = spool.with_name(f"{spool.name}.run{len(runs)}")
+            run.write_text("".join(chunk))
+            runs.append(run)
+    files = [open(r) for r in runs]
+    try:
+        # heapq.merge takes equal keys from the earlier input first: time order across runs.
+        yield from heapq.merge(*files, key=_series)
+    finally:
+        for f in files:
+            f.close()
 
 
 class MetricsRecorder:

@@ -85,3 +85,31 @@ def test_the_final_sample_holds_the_runs_own_counts(tmp_path):
     assert len([1 for name, _ in last if name == "kraftlab_invariant_violations_total"]) == len(INVARIANT_NAMES)
     assert {labels for name, labels in last if name == "kraftlab_elections_total"} == {
         f'{{kind="{kind}"}}' for kind in ("clean", "elr", "last_known_leader", "preferred", "unclean")}
+
+
+def test_each_series_is_written_whole_before_the_next_as_openmetrics_requires(tmp_path, monkeypatch):
+    # "Metrics MUST NOT be interleaved": within a family, every sample of one series, then the
+    # next (before, one second of every series after the other). A histogram's series is its
+    # labels but `le`: one MetricPoint (buckets, count, sum) per second, in time order.
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+    from observability.metrics import openmetrics
+
+    text = (run(tmp_path).run_dir / "metrics.om").read_text()
+    seen: list[tuple[str, str]] = []
+    for line in text.splitlines():
+        m = SAMPLE.match(line)
+        if m and not m.group(1).startswith("kraftlab_produce_latency_seconds"):
+            series = (m.group(1), m.group(2) or "")
+            if not seen or seen[-1] != series:
+                assert series not in seen, f"{series} interleaved with another series"
+                seen.append(series)
+    # Python's strict OpenMetrics parser takes the file's counters and gauges (it reads one
+    # MetricPoint per histogram, so the latency histogram, one point a second, is left out here).
+    blocks = text.split("# TYPE ")[1:]
+    kept = "".join("# TYPE " + b for b in blocks if not b.startswith("kraftlab_produce_latency_seconds "))
+    families = list(text_string_to_metric_families(kept if kept.endswith("# EOF\n") else kept + "# EOF\n"))
+    assert len(families) == len(blocks) - 1
+    # Sorting the spool in small runs merged from disk gives the same file.
+    monkeypatch.setattr(openmetrics, "SORT_CHUNK_LINES", 7)
+    assert (run(tmp_path, where="again").run_dir / "metrics.om").read_text() == text
