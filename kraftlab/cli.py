@@ -20,7 +20,7 @@ from rich.table import Table
 
 from kraftlab import demo as demo_mod
 
-from kraftlab.runner import RunResult, RunSetupError, out_dir_problem, run_scenario
+from kraftlab.runner import RunResult, RunSetupError, out_dir_problem, out_dir_refusal, run_scenario
 from workloads.scenario.loading import ScenarioError, library_scenarios, load_scenario, parse_yaml
 from workloads.scenario.schema import Scenario
 
@@ -76,6 +76,8 @@ def run(scenario: str, runtime: str | None, seed: int | None, out_dir: Path | No
 
 def _run_and_report(sc: Scenario, source: str, overrides: tuple[str, ...], out_dir: Path | None, address: str | None = None,
                     metrics_port: int | None = None, metrics_host: str = "127.0.0.1") -> RunResult:
+    if out_dir is not None and (refusal := out_dir_refusal(Path(out_dir))) is not None:
+        _input_error(refusal)  # before the run's header: nothing runs
     out.print(f"[bold]{sc.name}[/]  seed={sc.seed}  runtime={sc.runtime}  steps={len(sc.steps)}", highlight=False)
     try:
         with out.status("running…") as status:

@@ -84,6 +84,14 @@ def default_run_dir(scenario: Scenario, root: Path = DEFAULT_RUNS_ROOT) -> Path:
             candidate = base.with_name(f"{base.name}-{n}")
 
 
+def out_dir_refusal(out_dir: Path) -> str | None:
+    """Why a run cannot be written to `out_dir` (it cannot become a folder, or holds files), or None."""
+    problem = out_dir_problem(out_dir)
+    if problem is None and out_dir.exists() and any(out_dir.iterdir()):
+        problem = f"--out {out_dir}: the folder exists and is not empty"
+    return problem
+
+
 def out_dir_problem(out_dir: Path) -> str | None:
     """Why `out_dir` cannot become a folder (it, or a folder above it, is a file), or None."""
     for path in (out_dir, *out_dir.parents):
@@ -111,11 +119,9 @@ def run_scenario(
     the run goes (its URL is passed to `on_metrics_url`)."""
     tune_for_event_streams()
     final_dir = Path(out_dir) if out_dir is not None else default_run_dir(scenario)
-    problem = out_dir_problem(final_dir)
+    problem = out_dir_refusal(final_dir)
     if problem is not None:
         raise RunSetupError(problem)
-    if final_dir.exists() and any(final_dir.iterdir()):
-        raise RunSetupError(f"--out {final_dir}: the folder exists and is not empty")
     final_dir.parent.mkdir(parents=True, exist_ok=True)
     work_dir = final_dir.with_name(f".{final_dir.name}.partial-{os.getpid()}")
     shutil.rmtree(work_dir, ignore_errors=True)

@@ -178,6 +178,7 @@ def test_an_occupied_output_folder_is_refused_and_kept(tmp_path):
     (out / "keep.txt").write_text("mine")
     result = cli("run", "sim-faults-smoke", "--out", out)
     assert result.exit_code == 2 and "not empty" in result.output
+    assert "seed=" not in result.output  # refused before the run's header: nothing ran
     assert [p.name for p in out.iterdir()] == ["keep.txt"]
 
 
