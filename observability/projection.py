@@ -476,7 +476,9 @@ class ClusterProjection:
         under way). A deposed leader still leading an older epoch, cut off from the voters that
         moved on, is not the quorum's leader: leader and epoch always name one pair, as Kafka's
         RaftEventSimulationTest reads its cluster (`Cluster.latestLeader`)."""
-        states = {int(v[1:]): state for v, (state, _) in sorted(self._raft.items())}
+        # Every voter, as contract.md's summary shows them; null for one that is down (or has not
+        # told its state yet): a reader can index any voter.
+        states = {int(v[1:]): self._raft[v][0] if v in self._raft else None for v in sorted(self.voters, key=lambda v: int(v[1:]))}
         if not self._raft:
             return QuorumState(leader=None, epoch=None, states=states)
         epoch = max(e for _, e in self._raft.values())

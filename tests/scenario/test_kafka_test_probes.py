@@ -154,3 +154,18 @@ def test_a_voter_s_disk_loss_after_a_process_crash_is_no_monotonic_epoch_violati
         """)
     assert_ok(summary)
     assert summary["violations"] == []
+
+
+def test_the_summary_s_quorum_states_name_every_voter_null_when_down(tmp_path):
+    # contract.md's summary shows every voter's state; a crashed voter's is null (before: absent).
+    summary = run_yaml(tmp_path, """
+        name: quorum-states-of-every-voter
+        cluster: {brokers: 3, controllers: 3}
+        topics: [{name: t, replication_factor: 3}]
+        steps:
+          - wait_for: {quorum: true, leader: "!= null", timeout_ms: 10000}
+          - crash: {node: controller-follower, mode: process}
+        """)
+    assert_ok(summary)
+    states = summary["final"]["quorum"]["states"]
+    assert sorted(states) == ["1", "2", "3"] and list(states.values()).count(None) == 1
