@@ -392,9 +392,8 @@ class ProduceArgs(Strict):
     count: PositiveInt | None = None
     values: list[str] | None = None
     acks: Acks = "all"
-    # enable.idempotence, as for `load`: absent = Kafka's default since 3.0 (on with acks=all, off
-    # with 0 or 1; `idempotence()`). Off, a retry after an answer that never came back (a leader
-    # that appended, then lost its leadership before answering) writes the records twice.
+    # enable.idempotence as for `load`. Off, a retry after an answer that never came back (a leader
+    # that appended, then lost its leadership) writes the records twice.
     idempotent: bool | None = Field(
         None,
         description="enable.idempotence of the step's producer; absent: on with acks all, off with acks 0 or 1 "
@@ -409,8 +408,7 @@ class ProduceArgs(Strict):
         return LoadArgs._idempotence_needs_acks_all(v, info)
 
     def idempotence(self) -> bool:
-        """Whether the step's producer is idempotent: `idempotent` if given, else acks=all."""
-        return self.acks in ("all", -1) if self.idempotent is None else self.idempotent
+        return LoadArgs.idempotence(self)  # type: ignore[arg-type]  (the same two fields, the same rule)
 
     @model_validator(mode="after")
     def _count_or_values(self) -> ProduceArgs:
