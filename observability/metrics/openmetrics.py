@@ -9,8 +9,9 @@ after the other, so each family's lines are spooled to a temporary file of their
 their series; at the end each family's spool is sorted by series (a stable sort keeps each series'
 time order; in runs of `SORT_CHUNK_LINES` merged from disk, so memory stays bounded whatever the
 run's length) and the families are concatenated. A histogram's series is its labels but `le`: its
-buckets, count and sum of one second stay together, one MetricPoint per second. Timestamps are seconds (Prometheus' OpenMetrics parser reads seconds,
-not the milliseconds of its own text format), written with millisecond precision.
+buckets, count and sum of one second stay together, one MetricPoint per second. Timestamps are
+seconds (Prometheus' OpenMetrics parser reads seconds, not the milliseconds of its own text
+format), written with millisecond precision.
 
 `MetricsRecorder` drives it: an event sink that, before applying an event, samples every series at
 each whole second of run time the event's time passed (the state as of that second), and at the
