@@ -386,6 +386,12 @@ class WaitForCondition(Condition):
 Acks = Literal["all", 1, 0, -1]
 
 
+def kafka_idempotence(acks: Acks, idempotent: bool | None) -> bool:
+    """Whether a producer is idempotent: `idempotent` if given, else Kafka's default since 3.0
+    (enable.idempotence on with acks=all, off with 0 or 1)."""
+    return acks in ("all", -1) if idempotent is None else idempotent
+
+
 class ProduceArgs(Strict):
     topic: str
     partition: NonNegativeInt = 0
@@ -408,7 +414,7 @@ class ProduceArgs(Strict):
         return LoadArgs._idempotence_needs_acks_all(v, info)
 
     def idempotence(self) -> bool:
-        return LoadArgs.idempotence(self)  # type: ignore[arg-type]  (the same two fields, the same rule)
+        return kafka_idempotence(self.acks, self.idempotent)
 
     @model_validator(mode="after")
     def _count_or_values(self) -> ProduceArgs:
@@ -479,8 +485,7 @@ class LoadArgs(Strict):
     )
 
     def idempotence(self) -> bool:
-        """Whether the load producers are idempotent: `idempotent` if given, else acks=all."""
-        return self.acks in ("all", -1) if self.idempotent is None else self.idempotent
+        return kafka_idempotence(self.acks, self.idempotent)
 
 
 class ListOffsetsArgs(Strict):
