@@ -30,7 +30,8 @@ from actors.runtime.gc_tuning import tune_for_event_streams  # noqa: E402
 from actors.runtime.ray.cluster import RayCluster  # noqa: E402
 from observability.history import HistoryWriter  # noqa: E402
 from workloads.drivers import ray_cluster  # noqa: E402
-from workloads.scenario.schema import LoadArgs, Scenario  # noqa: E402
+from workloads.scenario.schema import Scenario  # noqa: E402
+from workloads.scenario.step_spec import LoadArgs  # noqa: E402
 from workloads.steps import protocol_command  # noqa: E402
 
 WARMUP_S = 5.0

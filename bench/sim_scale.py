@@ -28,7 +28,7 @@ from observability.history import HistoryWriter
 from observability.metrics.openmetrics import SIM_EPOCH_S, recorder_for
 from workloads.drivers import sim_cluster
 from workloads.scenario.loading import validate
-from workloads.scenario.schema import LoadArgs
+from workloads.scenario.step_spec import LoadArgs
 from workloads.steps import protocol_command
 
 SESSION_TIMEOUT_MS = 9_000  # broker.session.timeout.ms (Kafka's default; the scenario keeps it)

@@ -9,7 +9,7 @@ from observability.committed_history import CommittedHistory
 from observability.projection import ClusterProjection as ClusterView
 from observability.states import UNKNOWN
 
-from .scenario.schema import BROKER_ATTRS, HISTORY_COUNTERS, PARTITION_ATTRS, Comparison, Condition
+from .scenario.condition_spec import BROKER_ATTRS, HISTORY_COUNTERS, PARTITION_ATTRS, Comparison, Condition
 
 SET_VALUED = frozenset({"replicas", "isr", "elr", "last_known_elr"})
 # The subjects' attributes (contract.md, "Conditions") less those no metadata record holds: `hwm`

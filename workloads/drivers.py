@@ -16,7 +16,8 @@ from actors.runtime.sim.cluster import SimCluster
 from actors.settings import ClusterSettings, KafkaSettings, ProtocolSettings
 from storage.modes import StorageMode
 
-from .scenario.schema import ClusterSpec, LatencySpec, Scenario, TopicSpec
+from .scenario.cluster_spec import ClusterSpec, LatencySpec, TopicSpec
+from .scenario.schema import Scenario
 
 if TYPE_CHECKING:
     from actors.runtime.ray.cluster import RayCluster

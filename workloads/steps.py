@@ -15,7 +15,9 @@ from observability import events
 from observability.states import UNKNOWN
 
 from .conditions import actual_values, describe_subject, holds, matches, mismatches, reported_from_now
-from .scenario.schema import (
+from .scenario.names import split_partition_ref
+from .scenario.schema import Scenario
+from .scenario.step_spec import (
     CrashStep,
     ExpectStep,
     HealStep,
@@ -23,12 +25,10 @@ from .scenario.schema import (
     LinkStep,
     PartitionStep,
     RestartStep,
-    Scenario,
     ShutdownStep,
     StepBase,
     WaitForStep,
     WaitStep,
-    split_partition_ref,
 )
 
 SHUTDOWN_TIMEOUT_MS = 60_000.0

@@ -12,7 +12,7 @@ import pytest
 from actors.runtime.ray.cluster import RayCluster
 from workloads.drivers import ray_cluster
 from workloads.scenario.loading import validate
-from workloads.scenario.schema import ProduceArgs
+from workloads.scenario.step_spec import ProduceArgs
 from workloads.steps import protocol_command
 
 pytestmark = pytest.mark.ray

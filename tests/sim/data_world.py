@@ -20,7 +20,7 @@ from observability.checks import QuorumDisruption
 from workloads.drivers import run_settings
 from workloads.faults import FaultProfile, FaultSchedule
 from workloads.scenario.loading import validate
-from workloads.scenario.schema import LoadArgs
+from workloads.scenario.step_spec import LoadArgs
 from workloads.steps import protocol_command
 
 SAFETY_MS = 30_000

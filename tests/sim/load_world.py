@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from workloads.drivers import sim_cluster
 from workloads.scenario.loading import validate
-from workloads.scenario.schema import LoadArgs
+from workloads.scenario.step_spec import LoadArgs
 from workloads.steps import protocol_command
 
 

@@ -8,7 +8,7 @@ from actors.runtime.sim.simulator import SimConfig, Simulator
 from observability.checks import QuorumChecks
 from storage.modes import StorageMode
 from workloads.drivers import cluster_settings
-from workloads.scenario.schema import ClusterSpec
+from workloads.scenario.cluster_spec import ClusterSpec
 
 
 def quorum_world(seed: int = 0, *, voters: int = 3, storage: str = "page_cache", **protocol) -> Simulator:

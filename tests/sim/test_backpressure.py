@@ -14,7 +14,7 @@ import pytest
 
 from actors.clients.producer import REQUEST_TIMEOUT_MS
 from observability.events import LoadThrottled, ProduceAck, ProduceSend
-from workloads.scenario.schema import LoadArgs
+from workloads.scenario.step_spec import LoadArgs
 
 from .load_world import one_partition_load
 

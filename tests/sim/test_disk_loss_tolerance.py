@@ -10,7 +10,7 @@ not as beyond tolerance."""
 
 from workloads.drivers import sim_cluster
 from workloads.scenario.loading import validate
-from workloads.scenario.schema import ProduceArgs
+from workloads.scenario.step_spec import ProduceArgs
 from workloads.steps import protocol_command
 
 

@@ -10,7 +10,7 @@ from actors.clients.producer import ProducerNode
 from observability.events import FinalRead
 from workloads.drivers import sim_cluster
 from workloads.scenario.loading import validate
-from workloads.scenario.schema import LoadArgs
+from workloads.scenario.step_spec import LoadArgs
 from workloads.steps import StepRunner, protocol_command
 
 LOAD_PRODUCER = "load-producer-1"

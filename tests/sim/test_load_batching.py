@@ -9,7 +9,7 @@ the batches from the history: one `produce_attempt` row per batch sent."""
 from statistics import median
 
 from observability.events import ProduceAck, ProduceAttempt
-from workloads.scenario.schema import LoadArgs
+from workloads.scenario.step_spec import LoadArgs
 
 from .load_world import one_partition_load
 

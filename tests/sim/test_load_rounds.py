@@ -10,7 +10,7 @@ from statistics import median
 
 from actors.clients.load_generator import LOAD_TICK_MS
 from observability.events import LoadStarted, ProduceSend
-from workloads.scenario.schema import LoadArgs
+from workloads.scenario.step_spec import LoadArgs
 
 from .load_world import one_partition_load
 

@@ -7,7 +7,7 @@ from collections import Counter
 
 from workloads.drivers import sim_cluster
 from workloads.scenario.loading import validate
-from workloads.scenario.schema import LoadArgs
+from workloads.scenario.step_spec import LoadArgs
 from workloads.steps import protocol_command
 
 

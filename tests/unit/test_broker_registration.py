@@ -9,7 +9,7 @@ from actors.broker_node import REGISTRATION_TIMEOUT_MS, BrokerNode
 from actors.contract import Envelope, StartContext
 from controller_quorum.requests import BrokerRegistrationRequest, BrokerRegistrationResponse
 from workloads.drivers import cluster_settings
-from workloads.scenario.schema import ClusterSpec
+from workloads.scenario.cluster_spec import ClusterSpec
 
 
 def broker() -> BrokerNode:

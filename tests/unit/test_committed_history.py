@@ -5,7 +5,7 @@ state that lasts less than a poll is otherwise missed."""
 from observability.committed_history import CommittedHistory
 from observability.events import BrokerChange, EventRecord, PartitionChange
 from workloads.conditions import reported_from_now
-from workloads.scenario.schema import Condition
+from workloads.scenario.condition_spec import Condition
 
 
 def reported(history: CommittedHistory, partition: str, leader, isr, elr=(), epoch=0, at_ms=0.0):

@@ -14,7 +14,7 @@ import yaml
 from ray._private.ray_constants import PROMETHEUS_SERVICE_DISCOVERY_FILE
 from ray.autoscaler._private.util import prepare_config, validate_config
 
-from workloads.scenario.schema import ClusterSpec
+from workloads.scenario.cluster_spec import ClusterSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 RAY_DIR = ROOT / "infra/ray"

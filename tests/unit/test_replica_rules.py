@@ -17,10 +17,10 @@ from actors.replication.messages import (
 from actors.replication.replica import PartitionReplica
 from controller_quorum.metadata import BrokerRegistration, MetadataImage, PartitionRecord
 from controller_quorum.requests import AlterPartitionRequest, AlterPartitionResponse
-from workloads.drivers import cluster_settings
-from workloads.scenario.schema import ClusterSpec
 from storage.codec import pack
 from storage.partition_log import PartitionLog, RecordBatch
+from workloads.drivers import cluster_settings
+from workloads.scenario.cluster_spec import ClusterSpec
 
 EPOCHS = {1: 10, 2: 20, 3: 30}
 

@@ -20,7 +20,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from observability.anomaly_names import ANOMALY_NAMES
 from observability.checks.invariants import DISRUPTION_NAMES, INVARIANT_NAMES
@@ -38,7 +48,8 @@ from workloads.scenario.loading import (
     resolve_source,
     validate,
 )
-from workloads.scenario.schema import NAME_PATTERN, Acks
+from workloads.scenario.names import NAME_PATTERN
+from workloads.scenario.step_spec import Acks
 
 CAMPAIGN_LIBRARY_DIR = Path(__file__).resolve().parents[1] / "campaigns"  # workloads/campaigns
 # A run that did not converge after the faults healed (kraftlab/campaign/outcome.py).

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel
 
-from .schema import STEP_TYPES
+from .step_spec import STEP_TYPES
 
 # The names pydantic gives a union's members in an error's location ("constrained-int",
 # "list[literal['all',1,0,-1]]", "function-after[...]"): no key of a scenario or campaign looks so.

@@ -18,7 +18,8 @@ from pydantic import BaseModel, ValidationError
 
 from .expected_keys import UNION_MEMBER, keys_expected
 from .references import check_references
-from .schema import STEP_TYPES, Scenario
+from .schema import Scenario
+from .step_spec import STEP_TYPES
 
 LIBRARY_DIR = Path(__file__).resolve().parents[1] / "library"  # workloads/library
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from .schema import (
+from .condition_spec import Condition
+from .names import split_partition_ref
+from .schema import Scenario
+from .step_spec import (
     AlterConfigStep,
-    Condition,
     ConsumeStep,
     CrashStep,
     ElectStep,
@@ -21,10 +23,8 @@ from .schema import (
     ProduceStep,
     ReassignStep,
     RestartStep,
-    Scenario,
     ShutdownStep,
     WaitForStep,
-    split_partition_ref,
 )
 
 Problem = tuple[str, str]

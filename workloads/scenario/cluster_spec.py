@@ -1,0 +1,166 @@
+"""The `cluster` and `topics` sections of a scenario file (contract.md, "Scenario file"): sizes,
+storage, Kafka config, protocol switches, and kraftlab's network and disk models."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import (
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveInt,
+    field_validator,
+    model_validator,
+)
+
+from .names import TOPIC_PATTERN, BrokerId, Strict
+
+# --- cluster ---------------------------------------------------------------------------------
+
+StorageModeName = Literal["fsync", "page_cache", "process_buffer"]
+RecoveryStrategy = Literal["aggressive", "proactive", "balanced", "none", "manual", "last_known_leader"]
+
+
+class KafkaConfig(Strict):
+    """Broker and controller settings under their real Kafka names (defaults: protocol-facts.md)."""
+
+    min_insync_replicas: PositiveInt = Field(1, alias="min.insync.replicas")
+    eligible_leader_replicas_enable: bool = Field(True, alias="eligible.leader.replicas.enable")
+    unclean_leader_election_enable: bool = Field(False, alias="unclean.leader.election.enable")
+    unclean_recovery_strategy: RecoveryStrategy = Field("balanced", alias="unclean.recovery.strategy")
+    # Kafka's internal config (ReplicationConfigs, default 5 minutes): how often the active
+    # controller elects leaders for leaderless partitions of topics that allow unclean elections.
+    unclean_leader_election_interval_ms: PositiveInt = Field(300_000, alias="unclean.leader.election.interval.ms")
+    replica_lag_time_max_ms: PositiveInt = Field(30_000, alias="replica.lag.time.max.ms")
+    replica_fetch_wait_max_ms: PositiveInt = Field(500, alias="replica.fetch.wait.max.ms")
+    # How long a follower waits for a fetch's answer before it sends another (Kafka: 30 s, and at
+    # least replica.fetch.wait.max.ms). None is kraftlab's default, the fetch's wait + 2 s: a lost
+    # connection is noticed about as soon as a closed TCP connection would be, and a healed
+    # partition resumes replication within seconds, as TCP's retransmission does.
+    replica_socket_timeout_ms: PositiveInt | None = Field(None, alias="replica.socket.timeout.ms")
+    broker_heartbeat_interval_ms: PositiveInt = Field(2_000, alias="broker.heartbeat.interval.ms")
+    broker_session_timeout_ms: PositiveInt = Field(9_000, alias="broker.session.timeout.ms")
+    controller_quorum_election_timeout_ms: PositiveInt = Field(1_000, alias="controller.quorum.election.timeout.ms")
+    controller_quorum_fetch_timeout_ms: PositiveInt = Field(2_000, alias="controller.quorum.fetch.timeout.ms")
+    controller_quorum_election_backoff_max_ms: PositiveInt = Field(
+        1_000, alias="controller.quorum.election.backoff.max.ms"
+    )
+    controller_quorum_append_linger_ms: NonNegativeInt = Field(25, alias="controller.quorum.append.linger.ms")
+    # None stands for Kafka's defaults: Long.MAX messages, and no flush timer (the OS writes back).
+    log_flush_interval_messages: PositiveInt | None = Field(None, alias="log.flush.interval.messages")
+    log_flush_interval_ms: PositiveInt | None = Field(None, alias="log.flush.interval.ms")
+    # Segment files roll at this size (Kafka: 1 GiB). Any positive size is accepted (Kafka 4 asks
+    # for at least 1 MiB) so that scenarios can roll segments with a handful of records.
+    log_segment_bytes: PositiveInt = Field(1 << 30, alias="log.segment.bytes")
+
+    @model_validator(mode="after")
+    def _socket_timeout_covers_the_fetch_wait(self) -> "KafkaConfig":
+        # Kafka's own check (KafkaConfig: "replica.socket.timeout.ms should always be at least
+        # replica.fetch.wait.max.ms"): a shorter timeout gives up on every long-poll fetch.
+        timeout = self.replica_socket_timeout_ms
+        if timeout is not None and timeout < self.replica_fetch_wait_max_ms:
+            raise ValueError(f"replica.socket.timeout.ms ({timeout}) must be at least replica.fetch.wait.max.ms ({self.replica_fetch_wait_max_ms})")
+        return self
+
+
+class TopicConfig(Strict):
+    """Topic-level overrides (Kafka's topic config names)."""
+
+    min_insync_replicas: PositiveInt | None = Field(None, alias="min.insync.replicas")
+    unclean_leader_election_enable: bool | None = Field(None, alias="unclean.leader.election.enable")
+    flush_messages: PositiveInt | None = Field(None, alias="flush.messages")
+    flush_ms: PositiveInt | None = Field(None, alias="flush.ms")
+    segment_bytes: PositiveInt | None = Field(None, alias="segment.bytes")
+
+    @field_validator("flush_messages", "flush_ms")
+    @classmethod
+    def _flush_is_per_broker(cls, value: int | None) -> int | None:
+        # A broker flushes all of its dirty files at once (one Flush), so a per-topic interval
+        # cannot be honoured; refusing it beats silently ignoring it.
+        if value is not None:
+            raise ValueError("per-topic flush intervals are not supported; set cluster.config log.flush.interval.messages / log.flush.interval.ms")
+        return value
+
+
+class ProtocolSwitches(Strict):
+    """Safety mechanisms, all on by default (today's Kafka); each can be switched off to reproduce
+    the bug it fixes (DESIGN.md, "Protocol variants")."""
+
+    elr: bool = True
+    maximal_isr: bool = True
+    strict_min_isr: bool = True
+    broker_epoch_in_alter_partition: bool = True
+    leader_epoch_truncation: bool = True
+    prevote: bool = True
+    check_quorum: bool = True
+    raft_fsync: bool = True
+
+
+class LatencySpec(Strict):
+    kind: Literal["constant", "uniform", "exponential"] = "uniform"
+    low_ms: NonNegativeFloat = 0.5
+    high_ms: NonNegativeFloat = 2.0
+    mean_ms: Annotated[float, Field(gt=0)] = 1.0
+
+    @model_validator(mode="after")
+    def _ordered(self) -> LatencySpec:
+        if self.kind == "uniform" and self.high_ms < self.low_ms:
+            raise ValueError(f"high_ms ({self.high_ms}) must be >= low_ms ({self.low_ms})")
+        return self
+
+
+class NetworkSpec(Strict):
+    """Simulator network (addition to contract.md): one-way message latency."""
+
+    latency: LatencySpec = LatencySpec()
+
+
+class DiskSpec(Strict):
+    """Simulator disks (addition to contract.md)."""
+
+    fsync_latency: LatencySpec = LatencySpec(kind="uniform", low_ms=0.5, high_ms=2.0)
+    background_flush_interval_ms: Annotated[float, Field(gt=0)] = 5_000.0
+    dirty_expire_ms: NonNegativeFloat = 30_000.0
+
+
+class ClusterSpec(Strict):
+    brokers: PositiveInt = 3
+    controllers: PositiveInt = 3
+    racks: PositiveInt | None = None
+    storage: StorageModeName = "page_cache"
+    config: KafkaConfig = KafkaConfig()
+    protocol: ProtocolSwitches = ProtocolSwitches()
+    network: NetworkSpec = NetworkSpec()
+    disk: DiskSpec = DiskSpec()
+
+    @model_validator(mode="after")
+    def _one_elr_switch(self) -> ClusterSpec:
+        """`protocol.elr` and `eligible.leader.replicas.enable` are the same switch (contract.md):
+        turning either off turns ELR off; setting both, differently, is an error."""
+        cfg_set = "eligible_leader_replicas_enable" in self.config.model_fields_set
+        proto_set = "elr" in self.protocol.model_fields_set
+        cfg, proto = self.config.eligible_leader_replicas_enable, self.protocol.elr
+        if cfg_set and proto_set and cfg != proto:
+            raise ValueError(
+                f"protocol.elr ({proto}) and config.eligible.leader.replicas.enable ({cfg}) are the same "
+                "switch and must agree"
+            )
+        enabled = cfg and proto
+        if enabled != cfg or enabled != proto:
+            object.__setattr__(self, "config", self.config.model_copy(update={"eligible_leader_replicas_enable": enabled}))
+            object.__setattr__(self, "protocol", self.protocol.model_copy(update={"elr": enabled}))
+        return self
+
+    def node_names(self) -> list[str]:
+        return [f"b{i}" for i in range(1, self.brokers + 1)] + [f"c{i}" for i in range(1, self.controllers + 1)]
+
+
+class TopicSpec(Strict):
+    name: Annotated[str, Field(pattern=TOPIC_PATTERN)]
+    partitions: PositiveInt = 1
+    replication_factor: PositiveInt | None = Field(
+        None, description="default: min(3, cluster.brokers)"
+    )
+    assignment: dict[NonNegativeInt, list[BrokerId]] | None = None
+    config: TopicConfig = TopicConfig()

@@ -1,0 +1,179 @@
+"""Conditions of `wait_for` and `expect` (contract.md, "Conditions"): a subject (partition,
+replica, broker, quorum or the history) and the attributes it must have; numbers may be
+comparisons written as strings (">= 1")."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    PositiveInt,
+    WithJsonSchema,
+    model_serializer,
+    model_validator,
+)
+
+from .names import BrokerId, PartitionRef, Strict
+
+# --- conditions ------------------------------------------------------------------------------
+
+_COMPARISON = re.compile(r"^\s*(==|!=|>=|<=|>|<)\s*(-?\d+|null)\s*$")
+
+
+class Comparison(BaseModel):
+    """A number condition written as a string: ">= 1", "< 3", "!= 0", "!= null"."""
+
+    model_config = ConfigDict(frozen=True)
+    op: Literal["==", "!=", ">=", "<=", ">", "<"]
+    value: int | None
+
+    def holds(self, actual: Any) -> bool:
+        if self.value is None:
+            if self.op == "==":
+                return actual is None
+            if self.op == "!=":
+                return actual is not None
+            return False
+        if actual is None or isinstance(actual, bool) or not isinstance(actual, int | float):
+            return False
+        return {
+            "==": actual == self.value,
+            "!=": actual != self.value,
+            ">=": actual >= self.value,
+            "<=": actual <= self.value,
+            ">": actual > self.value,
+            "<": actual < self.value,
+        }[self.op]
+
+    def __str__(self) -> str:
+        return f"{self.op} {'null' if self.value is None else self.value}"
+
+    @model_serializer
+    def _as_written(self) -> str:
+        return str(self)
+
+
+def _number_or_comparison(nullable: bool):
+    def parse(v: Any) -> Any:
+        if v is None and nullable:
+            return None
+        if isinstance(v, bool) or (v is None):
+            raise ValueError(f"expected a whole number{' or null' if nullable else ''} or a comparison like \">= 1\"")
+        if isinstance(v, int):
+            return v
+        if isinstance(v, str):
+            m = _COMPARISON.match(v)
+            if m is None:
+                raise ValueError(f"expected a comparison like \">= 1\" or \"!= null\", got {v!r}")
+            op, raw = m.groups()
+            if raw == "null" and op not in ("==", "!="):
+                raise ValueError(f"null can only be compared with == or != (got {v!r})")
+            return Comparison(op=op, value=None if raw == "null" else int(raw))
+        raise ValueError(f"expected a whole number or a comparison like \">= 1\", got {type(v).__name__}")
+
+    schema: dict[str, Any] = {
+        "anyOf": [{"type": "integer"}, {"type": "string", "pattern": _COMPARISON.pattern}]
+        + ([{"type": "null"}] if nullable else [])
+    }
+    return Annotated[Any, BeforeValidator(parse), WithJsonSchema(schema)]
+
+
+NumberCond = _number_or_comparison(nullable=False)
+NullableNumberCond = _number_or_comparison(nullable=True)
+BrokerSet = list[BrokerId]
+QuorumStateName = Literal["unattached", "prospective", "candidate", "leader", "follower", "resigned"]
+
+
+class ReplicaSubject(Strict):
+    partition: PartitionRef
+    broker: BrokerId
+
+
+# Which attribute keys each subject allows (contract.md, "Conditions").
+PARTITION_ATTRS = (
+    "leader", "leader_epoch", "partition_epoch", "replicas", "isr", "elr", "last_known_elr", "hwm", "offline", "under_min_isr",
+)
+REPLICA_ATTRS = ("leo", "hwm", "in_sync")
+BROKER_ATTRS = ("fenced", "epoch", "alive")
+QUORUM_ATTRS = ("leader", "epoch", "states")
+HISTORY_COUNTERS = (
+    "acked", "failed", "acked_lost", "consumed", "elections_clean", "elections_unclean", "elections_elr",
+    "quorum_elections",
+)
+SUBJECTS = {"partition": PARTITION_ATTRS, "replica": REPLICA_ATTRS, "broker": BROKER_ATTRS, "quorum": QUORUM_ATTRS}
+
+
+class Condition(Strict):
+    """Keys that must all hold. At most one subject (partition, replica, broker, quorum); its
+    attributes; and any history counters."""
+
+    partition: PartitionRef | None = None
+    replica: ReplicaSubject | None = None
+    broker: BrokerId | None = None
+    quorum: Literal[True] | None = None
+
+    leader: NullableNumberCond = None
+    leader_epoch: NumberCond = None
+    partition_epoch: NumberCond = None
+    replicas: BrokerSet | None = None
+    isr: BrokerSet | None = None
+    elr: BrokerSet | None = None
+    last_known_elr: BrokerSet | None = None
+    hwm: NumberCond = None
+    offline: bool | None = None
+    under_min_isr: bool | None = None
+    leo: NumberCond = None
+    in_sync: bool | None = None
+    fenced: bool | None = None
+    epoch: NumberCond = None
+    alive: bool | None = None
+    states: dict[PositiveInt, QuorumStateName] | None = None
+
+    acked: NumberCond = None
+    failed: NumberCond = None
+    acked_lost: NumberCond = None
+    consumed: NumberCond = None
+    elections_clean: NumberCond = None
+    elections_unclean: NumberCond = None
+    elections_elr: NumberCond = None  # of the clean elections, those from the ELR
+    quorum_elections: NumberCond = None
+
+    @model_validator(mode="after")
+    def _attributes_match_subject(self) -> Condition:
+        given = self.model_fields_set - {"timeout_ms"}
+        subjects = [s for s in SUBJECTS if s in given]
+        if len(subjects) > 1:
+            raise ValueError(f"a condition has at most one subject, got {', '.join(subjects)}")
+        subject = subjects[0] if subjects else None
+        allowed = set(SUBJECTS[subject]) if subject else set()
+        for key in sorted(given - set(SUBJECTS) - set(HISTORY_COUNTERS)):
+            if key not in allowed:
+                owners = [s for s, attrs in SUBJECTS.items() if key in attrs]
+                where = " or ".join(f"`{o}`" for o in owners)
+                raise ValueError(f"`{key}` needs a {where} subject in the same condition")
+        if not given:
+            raise ValueError("a condition needs at least one key")
+        if subject and not (given - {subject}):
+            raise ValueError(f"the `{subject}` subject needs at least one attribute to check ({', '.join(SUBJECTS[subject])})")
+        # `leader: null` is meaningful (no leader), so an explicit None must be kept apart from "absent".
+        return self
+
+    @model_serializer(mode="wrap")
+    def _only_given_keys(self, handler: Any) -> dict[str, Any]:
+        # `leader: null` means "no leader": a key the file did not give must not be written back.
+        return {k: v for k, v in handler(self).items() if k in self.model_fields_set or k == "timeout_ms"}
+
+    def checks(self) -> dict[str, Any]:
+        """The attribute and counter checks, by key (subject keys excluded)."""
+        return {k: getattr(self, k) for k in self.model_fields_set if k not in SUBJECTS}
+
+
+class WaitForCondition(Condition):
+    timeout_ms: PositiveInt = 30_000
+
+    def checks(self) -> dict[str, Any]:
+        return {k: v for k, v in super().checks().items() if k != "timeout_ms"}

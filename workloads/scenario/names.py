@@ -1,0 +1,48 @@
+"""Names and references in a scenario file (node names, selectors, topic-partitions, broker ids)
+and the strict base of every model: unknown keys are errors, values are not coerced."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+)
+
+
+class Strict(BaseModel):
+    """Unknown keys are errors; values are not coerced between types."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True, frozen=True)
+
+
+# --- names and references --------------------------------------------------------------------
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+TOPIC_PATTERN = r"^[A-Za-z0-9._-]{1,249}$"  # Kafka's legal topic characters
+PARTITION_REF_PATTERN = r"^(?P<topic>[A-Za-z0-9._-]+)-(?P<index>\d+)$"
+
+NODE_SELECTORS = ("controller-leader", "controller-follower")
+PARTITION_SELECTORS = ("partition-leader", "partition-follower")
+NODE_REF_PATTERN = r"^(b\d+|c\d+|controller-leader|controller-follower|partition-(leader|follower):[A-Za-z0-9._-]+-\d+)$"
+
+NodeRef = Annotated[
+    str,
+    Field(
+        pattern=NODE_REF_PATTERN,
+        description="a node name (b2, c1) or a selector resolved when the step runs: controller-leader, "
+        "controller-follower, partition-leader:t-0, partition-follower:t-0",
+    ),
+]
+PartitionRef = Annotated[str, Field(pattern=PARTITION_REF_PATTERN, description="topic-partition, e.g. t-0")]
+BrokerId = Annotated[int, Field(ge=1, description="a broker id, 1..cluster.brokers")]
+
+
+def split_partition_ref(ref: str) -> tuple[str, int]:
+    m = re.match(PARTITION_REF_PATTERN, ref)
+    if m is None:
+        raise ValueError(f"{ref!r} is not a partition reference like t-0")
+    return m["topic"], int(m["index"])

@@ -1,0 +1,316 @@
+"""The steps of a scenario file (contract.md, "Steps"): each a one-key mapping, the key naming
+the step. `Step` is the discriminated union of them all."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import (
+    Discriminator,
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveInt,
+    Tag,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from .cluster_spec import KafkaConfig, TopicConfig
+from .condition_spec import Condition, NumberCond, WaitForCondition
+from .names import NODE_REF_PATTERN, BrokerId, NodeRef, PartitionRef, Strict
+
+# --- steps -----------------------------------------------------------------------------------
+
+Acks = Literal["all", 1, 0, -1]
+
+
+def kafka_idempotence(acks: Acks, idempotent: bool | None) -> bool:
+    """Whether a producer is idempotent: `idempotent` if given, else Kafka's default since 3.0
+    (enable.idempotence on with acks=all, off with 0 or 1)."""
+    return acks in ("all", -1) if idempotent is None else idempotent
+
+
+class ProduceArgs(Strict):
+    topic: str
+    partition: NonNegativeInt = 0
+    count: PositiveInt | None = None
+    values: list[str] | None = None
+    acks: Acks = "all"
+    # enable.idempotence as for `load`. Off, a retry after an answer that never came back (a leader
+    # that appended, then lost its leadership) writes the records twice.
+    idempotent: bool | None = Field(
+        None,
+        description="enable.idempotence of the step's producer; absent: on with acks all, off with acks 0 or 1 "
+        "(Kafka's default since 3.0); true needs acks all",
+    )
+    expect: Literal["acked", "failed", "any"] = "any"
+    timeout_ms: PositiveInt = 30_000
+
+    @field_validator("idempotent")
+    @classmethod
+    def _idempotence_needs_acks_all(cls, v: bool | None, info: ValidationInfo) -> bool | None:
+        return LoadArgs._idempotence_needs_acks_all(v, info)
+
+    def idempotence(self) -> bool:
+        return kafka_idempotence(self.acks, self.idempotent)
+
+    @model_validator(mode="after")
+    def _count_or_values(self) -> ProduceArgs:
+        if (self.count is None) == (self.values is None):
+            raise ValueError("give exactly one of `count` or `values`")
+        if self.values is not None and not self.values:
+            raise ValueError("`values` must not be empty")
+        return self
+
+
+class ConsumeArgs(Strict):
+    topic: str
+    partition: NonNegativeInt = 0
+    from_offset: NonNegativeInt = Field(0, alias="from")
+    expect_count: NonNegativeInt | None = None
+    expect_values: list[str] | None = None
+    timeout_ms: PositiveInt = 10_000
+
+
+class LoadProducerConfig(Strict):
+    """The load producers' settings under Kafka's producer config names. The buffer bounds what a
+    producer holds (records waiting or in flight, in bytes): when it is full, the load generator's
+    `send()` blocks, for at most `max.block.ms` (then that record fails, never written), and the
+    records that come due meanwhile are not offered: they are counted as throttled."""
+
+    buffer_memory: PositiveInt = Field(33_554_432, alias="buffer.memory")  # Kafka's default, 32 MiB
+    max_block_ms: NonNegativeInt = Field(60_000, alias="max.block.ms")  # Kafka's default
+    # Kafka's default is 120,000; kraftlab's load has used 30,000 since its first version (a run's
+    # records settle sooner); it counts from when a record enters the buffer.
+    delivery_timeout_ms: PositiveInt = Field(30_000, alias="delivery.timeout.ms")
+    # Batching. linger.ms: how long a partition's records may wait for more to fill a batch (Kafka's
+    # default is 5 since 4.0, 0 before; kraftlab's 0 keeps the load's 10 ms rounds as they were:
+    # a round's records already leave together). batch.size: a batch's bytes at most (Kafka's
+    # default 16,384); absent, kraftlab's default of at most 1,000 records a batch.
+    linger_ms: NonNegativeInt = Field(0, alias="linger.ms")
+    batch_size: PositiveInt | None = Field(None, alias="batch.size")
+
+
+class LoadArgs(Strict):
+    producers: PositiveInt = 1
+    consumers: NonNegativeInt = 0
+    rate_per_s: Annotated[float, Field(gt=0)] = 100.0
+    message_bytes: PositiveInt = 100
+    acks: Acks = "all"
+    topics: list[str] | None = None
+    duration_ms: PositiveInt | None = None
+    # enable.idempotence: absent = Kafka's default since 3.0, on with acks=all and off with acks 0
+    # or 1 (`idempotence()` resolves it); true with acks 0 or 1 is refused, as Kafka refuses it.
+    idempotent: bool | None = Field(
+        None,
+        description="enable.idempotence of the load producers; absent: on with acks all, off with acks 0 or 1 "
+        "(Kafka's default since 3.0); true needs acks all",
+    )
+
+    @field_validator("idempotent")
+    @classmethod
+    def _idempotence_needs_acks_all(cls, v: bool | None, info: ValidationInfo) -> bool | None:
+        acks = info.data.get("acks", "all")  # absent from `data` when acks itself was invalid
+        if v and acks not in ("all", -1):
+            raise ValueError(
+                f"`idempotent: true` needs `acks: all` (got acks {acks}; Kafka: Must set acks to all in order to use the idempotent producer)"
+            )
+        return v
+
+    config: LoadProducerConfig = Field(
+        default_factory=LoadProducerConfig,
+        description="the load producers' buffer.memory (bytes), max.block.ms and delivery.timeout.ms",
+    )
+
+    def idempotence(self) -> bool:
+        return kafka_idempotence(self.acks, self.idempotent)
+
+
+class ListOffsetsArgs(Strict):
+    """ListOffsets(latest) to the partition's current leader (addition to contract.md): `expect` is
+    `not_available` (the leader does not trust its HWM yet, §6.4.2), a number or a comparison."""
+
+    partition: PartitionRef
+    expect: Literal["not_available", "any"] | NumberCond = "any"
+    timeout_ms: PositiveInt = 5_000
+
+
+class CrashArgs(Strict):
+    node: NodeRef
+    mode: Literal["process", "os", "disk"]
+
+
+class LinkArgs(Strict):
+    from_node: NodeRef = Field(alias="from")
+    to_node: NodeRef = Field(alias="to")
+    drop: Annotated[float, Field(ge=0, le=1)] = 0.0
+    delay_ms: NonNegativeFloat = 0.0
+
+
+class ElectArgs(Strict):
+    partition: PartitionRef
+    type: Literal["preferred", "unclean"] = "preferred"
+
+
+class ReassignArgs(Strict):
+    partition: PartitionRef
+    replicas: Annotated[list[BrokerId], Field(min_length=1)]
+
+
+class AlterConfigArgs(Strict):
+    topic: str | None = None
+    cluster: Literal[True] | None = None
+    config: dict[str, Any]
+
+    @field_validator("config")
+    @classmethod
+    def _known_config(cls, config: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        """Unknown keys and bad values are errors here too (topic or cluster config names)."""
+        model = TopicConfig if info.data.get("topic") is not None else KafkaConfig
+        try:
+            model.model_validate(config)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            key = ".".join(str(p) for p in first["loc"])
+            what = "unknown config key" if first["type"] == "extra_forbidden" else first["msg"]
+            raise ValueError(f"{key}: {what}") from None
+        return config
+
+    @model_validator(mode="after")
+    def _one_target(self) -> AlterConfigArgs:
+        if (self.topic is None) == (self.cluster is None):
+            raise ValueError("give exactly one of `topic: NAME` or `cluster: true`")
+        return self
+
+
+class StepBase(Strict):
+    def kind(self) -> str:
+        (name,) = type(self).model_fields
+        return name
+
+    def args(self) -> Any:
+        return getattr(self, self.kind())
+
+
+class ProduceStep(StepBase):
+    produce: ProduceArgs
+
+
+class ConsumeStep(StepBase):
+    consume: ConsumeArgs
+
+
+class LoadStep(StepBase):
+    load: LoadArgs
+
+
+class ListOffsetsStep(StepBase):
+    list_offsets: ListOffsetsArgs
+
+
+class CrashStep(StepBase):
+    crash: CrashArgs
+
+
+class RestartStep(StepBase):
+    restart: NodeRef
+
+
+class ShutdownStep(StepBase):
+    shutdown: NodeRef
+
+
+class IsolateStep(StepBase):
+    isolate: NodeRef
+
+
+class PartitionStep(StepBase):
+    partition: Annotated[list[Annotated[list[NodeRef], Field(min_length=1)]], Field(min_length=2)]
+
+    @field_validator("partition")
+    @classmethod
+    def _disjoint(cls, groups: list[list[str]]) -> list[list[str]]:
+        seen: set[str] = set()
+        for group in groups:
+            for node in group:
+                if node in seen:
+                    raise ValueError(f"{node} is in more than one group")
+                seen.add(node)
+        return groups
+
+
+class LinkStep(StepBase):
+    link: LinkArgs
+
+
+class HealStep(StepBase):
+    heal: Annotated[str, Field(pattern=r"^all$|" + NODE_REF_PATTERN[1:], description="all, or a node")]
+
+
+class WaitStep(StepBase):
+    wait: NonNegativeInt
+
+
+class WaitForStep(StepBase):
+    wait_for: WaitForCondition
+
+
+class ExpectStep(StepBase):
+    expect: Condition
+
+
+class ElectStep(StepBase):
+    elect: ElectArgs
+
+
+class ReassignStep(StepBase):
+    reassign: ReassignArgs
+
+
+class AlterConfigStep(StepBase):
+    alter_config: AlterConfigArgs
+
+
+STEP_TYPES: dict[str, type[StepBase]] = {
+    "produce": ProduceStep,
+    "consume": ConsumeStep,
+    "load": LoadStep,
+    "list_offsets": ListOffsetsStep,
+    "crash": CrashStep,
+    "restart": RestartStep,
+    "shutdown": ShutdownStep,
+    "isolate": IsolateStep,
+    "partition": PartitionStep,
+    "link": LinkStep,
+    "heal": HealStep,
+    "wait": WaitStep,
+    "wait_for": WaitForStep,
+    "expect": ExpectStep,
+    "elect": ElectStep,
+    "reassign": ReassignStep,
+    "alter_config": AlterConfigStep,
+}
+
+
+def _step_tag(v: Any) -> str | None:
+    if isinstance(v, dict):
+        if len(v) == 1:
+            (key,) = v
+            return key if key in STEP_TYPES else None
+        return None
+    if isinstance(v, StepBase):
+        return v.kind()
+    return None
+
+
+Step = Annotated[
+    Union[tuple(Annotated[t, Tag(name)] for name, t in STEP_TYPES.items())],  # noqa: UP007
+    Discriminator(
+        _step_tag,
+        custom_error_type="unknown_step",
+        custom_error_message="expected a one-key mapping naming a step: " + ", ".join(STEP_TYPES),
+    ),
+]
