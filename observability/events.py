@@ -684,6 +684,20 @@ class Truncated(NamedTuple):
     offset: int  # the LEO after
 
 
+@event("replica_fetch_failed")
+class ReplicaFetchFailed(NamedTuple):
+    """A follower got a batch it cannot append: it starts at `batch_offset`, below the follower's
+    log end `offset`, and ends above it (`error` UNEXPECTED_APPEND_OFFSET). Only a log cut inside
+    one of the leader's batches does this (a truncation to the local HWM, before KIP-101). Kafka's
+    fetcher marks the partition failed and stops fetching it until a new leader epoch."""
+
+    topic: str
+    partition: int
+    error: str
+    offset: int
+    batch_offset: int
+
+
 # --- the controller -------------------------------------------------------------------------------
 
 

@@ -38,6 +38,8 @@ UNKNOWN_TOPIC_OR_PARTITION = "UNKNOWN_TOPIC_OR_PARTITION"
 CORRUPT_MESSAGE = "CORRUPT_MESSAGE"
 FETCH_SESSION_ID_NOT_FOUND = "FETCH_SESSION_ID_NOT_FOUND"
 INVALID_FETCH_SESSION_EPOCH = "INVALID_FETCH_SESSION_EPOCH"
+# not a response's error: what a follower's append raises when a batch starts below its log end
+UNEXPECTED_APPEND_OFFSET = "UNEXPECTED_APPEND_OFFSET"
 
 # FetchRequest.session_epoch (KIP-227): a full request without a session (consumers, whose
 # fetches the leader answers without one), and the full request that opens a new session; an

@@ -50,6 +50,7 @@ from observability.events import (
     IsrExpandProposed,
     IsrShrinkProposed,
     ListOffsets,
+    ReplicaFetchFailed,
     ReplicaHwm,
     ReplicationQuorum,
     Truncated,
@@ -66,6 +67,7 @@ from .messages import (
     OUT_OF_ORDER_SEQUENCE_NUMBER,
     REQUEST_TIMED_OUT,
     STALE_BROKER_EPOCH,
+    UNEXPECTED_APPEND_OFFSET,
     UNKNOWN_LEADER_EPOCH,
     FetchedPartition,
     FetchPartition,
@@ -141,6 +143,9 @@ class PartitionReplica:
         # Invariant: hwm <= log.end_offset. A follower's may go down (taken from the leader).
         self.hwm = min(hwm, log.end_offset)
         self.role = "none"  # none | leader | follower
+        # A follower got a batch it cannot append (on_fetched): its fetcher leaves the partition
+        # until the next leader epoch, as Kafka's AbstractFetcherThread.markPartitionFailed.
+        self.fetch_failed = False
         self.state: PartitionRecord | None = None  # the metadata this replica acts on
         self.leader_epoch = -1
         # --- leader ---
@@ -209,6 +214,7 @@ class PartitionReplica:
         self.awaiting_metadata = False
         self.followers = {}
         self._reported_quorum = None
+        self.fetch_failed = False
         self.on_change()
 
     def become_leader(self, rec: PartitionRecord, now_ms: float, out: Output) -> None:
@@ -604,7 +610,15 @@ class PartitionReplica:
         appended = 0
         for b in fp.batches:
             if b.base_offset < self.log.end_offset:
-                continue  # already held (the batch containing the fetch offset)
+                if b.base_offset + b.count > self.log.end_offset:
+                    # The log ends inside the leader's batch: a batch is appended whole or not at
+                    # all, so it cannot go on (Kafka's UnexpectedAppendOffsetException, raised by
+                    # UnifiedLog.append for a follower). Only a cut inside one of the leader's
+                    # batches does this: a truncation to the local HWM, before KIP-101.
+                    self.fetch_failed = True
+                    out.emit(ReplicaFetchFailed(self.topic, self.partition, UNEXPECTED_APPEND_OFFSET, self.log.end_offset, b.base_offset))
+                    return
+                continue  # already held
             if b.base_offset != self.log.end_offset:
                 break  # a gap: fetch again from the LEO
             self.log.append(b, out)

@@ -282,6 +282,9 @@ class ReplicaManager:
             if key not in f.partitions or replica is None:
                 continue
             replica.on_fetched(fp, now_ms, out)
+            if replica.fetch_failed:
+                self._unfollow(key)  # until a new leader epoch makes it a follower again
+                continue
             session.changed[key] = None  # its position may have moved
             if fp.error is not None and fp.diverging_epoch is None and fp.error != OFFSET_OUT_OF_RANGE:
                 failed = True

@@ -3,6 +3,7 @@ scenario that showed it: steps and the states Kafka's test expects. Each failed 
 
 import textwrap
 
+import pyarrow.dataset as ds
 import yaml
 
 from kraftlab.runner import run_scenario
@@ -169,3 +170,52 @@ def test_the_summary_s_quorum_states_name_every_voter_null_when_down(tmp_path):
     assert_ok(summary)
     states = summary["final"]["quorum"]["states"]
     assert sorted(states) == ["1", "2", "3"] and list(states.values()).count(None) == 1
+
+
+def test_a_follower_whose_log_ends_inside_a_leader_batch_stops_fetching_until_a_new_epoch(tmp_path):
+    """EpochDrivenReplicationProtocolAcceptanceTest.shouldNotAllowDivergentLogs with the leader
+    epoch truncation off (before KIP-101). Broker 2 stops cleanly holding 10 records (HWM 10);
+    broker 1 loses records 5-9 in an OS crash, leads again and writes 10 records as one batch at
+    offsets 5-14. Broker 2 comes back, cuts its log to its HWM (10), inside that batch: the batch
+    cannot be appended (Kafka's UnexpectedAppendOffsetException) and its fetcher marks the
+    partition failed until a new leader epoch (AbstractFetcherThread.markPartitionFailed,
+    addPartitions). Before, the follower skipped the batch as "already held" and fetched again at
+    once, forever (25,070 messages where the run with truncation on needs 993), with no event."""
+    summary = run_yaml(tmp_path, """
+        name: divergent-logs-truncation-off
+        cluster:
+          brokers: 2
+          storage: page_cache
+          config: {min.insync.replicas: 1}
+          protocol: {elr: false, leader_epoch_truncation: false}
+          disk: {dirty_expire_ms: 4000, background_flush_interval_ms: 1000}
+        topics: [{name: t, replication_factor: 2, assignment: {0: [1, 2]}}]
+        steps:
+          - produce: {topic: t, count: 5, acks: all, expect: acked}
+          - wait: 6000
+          - produce: {topic: t, count: 5, acks: all, expect: acked}
+          - wait: 1000
+          - shutdown: b2
+          - crash: {node: b1, mode: os}
+          - restart: b1
+          - wait_for: {partition: t-0, leader: 1, timeout_ms: 30000}
+          - expect: {replica: {partition: t-0, broker: 1}, leo: 5}
+          - produce: {topic: t, count: 10, acks: all, expect: acked}
+          - restart: b2
+          - wait: 20000
+          - expect: {partition: t-0, leader: 1, isr: [1]}
+          - expect: {replica: {partition: t-0, broker: 2}, leo: 10}
+          - shutdown: b1
+          - restart: b1
+          - wait_for: {partition: t-0, leader: 1, leader_epoch: ">= 3", timeout_ms: 30000}
+          - wait: 5000
+          - expect: {partition: t-0, isr: [1]}
+        expect_violations: [UncleanExclusion, LeaderCandidateCompleteness, LeaderCompleteness, TrueHWMMonotonic, LogMatching]
+        """)
+    assert_ok(summary)
+    # Two failures, one per leader epoch the follower fetched in (not one per fetch), and no
+    # busy loop of fetches.
+    rows = ds.dataset(tmp_path / "run-0" / "events", format="parquet").to_table(
+        filter=ds.field("kind") == "replica_fetch_failed", columns=["node", "error", "offset", "batch_offset"]).to_pylist()
+    assert rows == [{"node": "b2", "error": "UNEXPECTED_APPEND_OFFSET", "offset": 10, "batch_offset": 5}] * 2
+    assert summary["stats"]["messages_delivered"] < 5000
