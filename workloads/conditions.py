@@ -75,6 +75,10 @@ def mismatches(cond: Condition, view: ClusterView) -> list[str]:
     """One line per key that does not hold, e.g. "isr: expected [1,2], got [1]"; empty when all hold."""
     actual = actual_values(cond, view)
     out = []
+    if cond.replica is not None and view.replica(cond.replica.partition, cond.replica.broker) is None:
+        state = view.partition(cond.replica.partition)
+        if state is not None and cond.replica.broker not in state.replicas:
+            return [f"broker {cond.replica.broker} is not a replica of {cond.replica.partition} (replicas {_show(list(state.replicas))})"]
     for key, expected in cond.checks().items():
         if not matches(expected, actual[key], key):
             out.append(f"{key}: expected {_show(expected)}, got {_show(actual[key])}")

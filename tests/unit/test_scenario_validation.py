@@ -59,6 +59,12 @@ CASES = [
     ("idempotent-load-acks-1", BASE + "steps: [{load: {acks: 1, idempotent: true}}]", "steps[0].load.idempotent", "`idempotent: true` needs `acks: all`"),
     ("idempotent-load-acks-0", BASE + "steps: [{load: {acks: 0, idempotent: true}}]", "steps[0].load.idempotent", "Must set acks to all in order to use the idempotent producer"),
     ("idempotent-produce-acks-1", BASE + "steps: [{produce: {topic: t, count: 1, acks: 1, idempotent: true}}]", "steps[0].produce.idempotent", "`idempotent: true` needs `acks: all`"),
+    ("replica-never-assigned", "name: x\ncluster: {brokers: 3}\ntopics: [{name: t, replication_factor: 2, assignment: {0: [1, 2]}}]\n"
+     "steps: [{expect: {replica: {partition: t-0, broker: 3}, leo: 0}}]", "steps[0].expect.replica.broker", "broker 3 is never a replica of t-0"),
+    ("follower-selector-rf-1", "name: x\ntopics: [{name: t, replication_factor: 1}]\nsteps: [{shutdown: 'partition-follower:t-0'}]",
+     "steps[0].shutdown", "replication_factor 1 (no follower)"),
+    ("controller-follower-one-voter", "name: x\ncluster: {controllers: 1}\nsteps: [{isolate: controller-follower}]",
+     "steps[0].isolate", "cluster.controllers is 1"),
     ("alter-config-unknown-key", BASE + "steps: [{alter_config: {topic: t, config: {min.isr: 1}}}]", "steps[0].alter_config.config", "min.isr: unknown config key"),
 ]
 
@@ -201,3 +207,15 @@ def test_a_reference_problem_names_its_line_too(tmp_path):
     result, _, _ = run_cli(tmp_path, BASE + "steps:\n  - produce: {topic: t, count: 1}\n  - crash: {node: b9, mode: os}\n")
     message = " ".join(result.output.split())
     assert result.exit_code == 2 and "steps[1].crash.node (line 6): unknown node 'b9'" in message
+
+
+@pytest.mark.parametrize("body", [
+    # a reassign step makes broker 3 a replica, and the follower of an RF 1 partition
+    "name: x\ntopics: [{name: t, replication_factor: 1, assignment: {0: [1]}}]\n"
+    "steps: [{reassign: {partition: t-0, replicas: [1, 3]}}, {wait_for: {replica: {partition: t-0, broker: 3}, in_sync: true, timeout_ms: 9000}},"
+    " {isolate: 'partition-follower:t-0'}]",
+])
+def test_what_a_reassign_step_makes_possible_is_not_refused(tmp_path, body):
+    result, _, out_dir = run_cli(tmp_path, body)
+    assert result.exit_code == 0, result.output
+    assert (out_dir / "summary.json").exists()

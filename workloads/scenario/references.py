@@ -70,7 +70,16 @@ def _partition(sc: Scenario, ref: str, at: str) -> Iterator[Problem]:
 
 def _node(sc: Scenario, ref: str, at: str) -> Iterator[Problem]:
     if ref.startswith("partition-"):
-        yield from _partition(sc, ref.split(":", 1)[1], at)
+        partition = ref.split(":", 1)[1]
+        problems = list(_partition(sc, partition, at))
+        yield from problems
+        t = sc.topic(split_partition_ref(partition)[0])
+        grown = any(isinstance(step, ReassignStep) and step.reassign.partition == partition and len(step.reassign.replicas) > 1 for step in sc.steps)
+        if not problems and ref.startswith("partition-follower:") and t is not None and t.replication_factor == 1 and not grown:
+            yield at, f"{ref} can never name a node: {partition} has replication_factor 1 (no follower)"
+        return
+    if ref == "controller-follower" and sc.cluster.controllers == 1:
+        yield at, "controller-follower can never name a node: cluster.controllers is 1 (no follower)"
         return
     if ref in ("controller-leader", "controller-follower", "all"):
         return
@@ -85,6 +94,19 @@ def _broker(sc: Scenario, broker: int, at: str) -> Iterator[Problem]:
         yield at, f"broker {broker} does not exist (brokers are 1..{sc.cluster.brokers})"
 
 
+def _ever_a_replica(sc: Scenario, ref: str, broker: int, at: str) -> Iterator[Problem]:
+    """A replica condition on a broker that the partition's explicit assignment does not hold and
+    no reassign step adds could never hold. (With Kafka's default placement the replicas depend
+    on which brokers are up when the topic is created: not checked.)"""
+    topic, index = split_partition_ref(ref)
+    t = sc.topic(topic)
+    if t is None or t.assignment is None or index not in t.assignment or broker > sc.cluster.brokers:
+        return
+    reassigned = {b for step in sc.steps if isinstance(step, ReassignStep) and step.reassign.partition == ref for b in step.reassign.replicas}
+    if broker not in t.assignment[index] and broker not in reassigned:
+        yield at, f"broker {broker} is never a replica of {ref} (its assignment is {t.assignment[index]} and no reassign step adds it)"
+
+
 def _topic_partition(sc: Scenario, topic: str, partition: int, at: str) -> Iterator[Problem]:
     yield from _partition(sc, f"{topic}-{partition}", at)
 
@@ -95,6 +117,7 @@ def _condition(sc: Scenario, c: Condition, at: str) -> Iterator[Problem]:
     if c.replica is not None:
         yield from _partition(sc, c.replica.partition, f"{at}.replica.partition")
         yield from _broker(sc, c.replica.broker, f"{at}.replica.broker")
+        yield from _ever_a_replica(sc, c.replica.partition, c.replica.broker, f"{at}.replica.broker")
     if c.broker is not None:
         yield from _broker(sc, c.broker, f"{at}.broker")
     for key in ("replicas", "isr", "elr", "last_known_elr"):
