@@ -10,8 +10,8 @@ numbers by hashing, but sorts every row to take the `min` of a struct or to coll
 cost twice the time at 10 million rows; and a deep plan (a lost-write plan of joins) overflowed a
 1 GB RayDP executor's stack.
 
-Counts are of distinct records (of distinct offsets for `inconsistent-offsets`, of polls for the
-two poll anomalies), as the contract defines them; each check also returns up to `EXAMPLES`
+Counts are of distinct records (for `inconsistent-offsets`, the records read at an offset holding
+another record too; of polls for the two poll anomalies), as the contract defines them; each check also returns up to `EXAMPLES`
 examples, in a fixed order so that both engines give the same file.
 
 Every key includes `run` (loading.py): a campaign is one dataset, and a record, an offset or a poll
@@ -258,11 +258,13 @@ def _anomaly(df: DataFrame, order: list[str]) -> Anomaly:
 
 def inconsistent_offsets(views: HistoryViews) -> Anomaly:
     """One (topic, partition, offset) holding different records across every read: consumers'
-    and the final read's. An offset holds two records exactly when the least and the greatest
-    fingerprints of the (producer, sequence) read there differ, or the least and the greatest
-    sequences do (exact but for a 64-bit hash collision of two records of equal sequence): one
-    numeric aggregation over every read, where `min` of a struct made Spark sort every read; the
-    records of the few offsets shown as examples are then collected apart."""
+    and the final read's, counted in records (contract.md: "the number of distinct records showing
+    it"), those read at such an offset. An offset holds two records exactly when the least and the
+    greatest fingerprints of the (producer, sequence) read there differ, or the least and the
+    greatest sequences do (exact but for a 64-bit hash collision of two records of equal
+    sequence): one numeric aggregation over every read, where `min` of a struct made Spark sort
+    every read. Only when some offset is inconsistent are the reads joined with those offsets to
+    count their records, and the records of the few offsets shown as examples collected."""
     reads = (views.record_rows.where(F.col("kind").isin("consume", "final_read"))
              .select(*PLACE, "offset", "producer", "sequence"))
     fingerprint = F.xxhash64("producer", "sequence")
@@ -271,9 +273,11 @@ def inconsistent_offsets(views: HistoryViews) -> Anomaly:
                 F.min("sequence").alias("seq_lo"), F.max("sequence").alias("seq_hi"))
            .where((F.col("lo") != F.col("hi")) | (F.col("seq_lo") != F.col("seq_hi")))
            .select(*PLACE, "offset").cache())
-    per_run = {r["run"]: r["n"] for r in bad.groupBy("run").agg(F.count(F.lit(1)).alias("n")).collect()}
+    per_run: dict[str, int] = {}
     examples: list[dict[str, Any]] = []
-    if per_run:
+    if not bad.isEmpty():
+        per_run = {r["run"]: r["n"] for r in reads.join(bad, [*PLACE, "offset"], "left_semi").select(*IDENTITY).distinct()
+                   .groupBy("run").agg(F.count(F.lit(1)).alias("n")).collect()}
         record = F.struct("producer", "sequence")
         shown = bad.orderBy(*PLACE, "offset").limit(EXAMPLES)
         examples = [row.asDict(recursive=True) for row in

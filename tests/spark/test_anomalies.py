@@ -96,6 +96,20 @@ def test_inconsistent_offsets(spark, tmp_path):
     assert [(e["offset"], [r["sequence"] for r in e["records"]]) for e in examples] == [(3, [3, 4]), (4, [3, 4])]
 
 
+def test_inconsistent_offsets_counts_the_records_at_the_offset_not_the_offsets(spark, tmp_path):
+    # An unclean election as a consumer sees it: it read records 0-4 at offsets 0-4; the log that
+    # won lost record 3 and holds record 4 at offset 3. One offset (3) holds two records, 3 and 4:
+    # contract.md counts "the number of distinct records showing it", 2. Record 3 is also lost
+    # and was read uncommitted; record 4 at offset 4 of a read and 3 of the final read is at one
+    # place of the final read, no duplicate.
+    h = (produced().consume(LOAD_CONSUMER, 0, range(5)).consumer_done()
+         .final(0, range(3)).final(3, [4]).final_done())
+    checks = analyze(spark, h, tmp_path)
+    assert counts(checks) == {**only("inconsistent-offsets", 2), "lost-write": 1, "uncommitted-read": 1}
+    examples = checks["anomalies"]["inconsistent-offsets"]["examples"]
+    assert [(e["offset"], [r["sequence"] for r in e["records"]]) for e in examples] == [(3, [3, 4])]
+
+
 def test_uncommitted_read_and_an_indeterminate_record_is_not_lost(spark, tmp_path):
     # Record 5's outcome is unknown ("info"): the consumer read it at offset 5, the final read
     # lacks it. Reading it is an anomaly; its absence is not a lost write.
