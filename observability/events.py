@@ -307,7 +307,10 @@ class FinalRead(NamedTuple):
 @event("final_read_done")
 class FinalReadDone(NamedTuple):
     """One partition's final read from one broker ended: `complete` when it reached `hwm` (the
-    end of what that broker held committed); false when the broker did not answer in time."""
+    end of what that broker held committed) and that is the whole committed log: read from the
+    leader, or from a replica in the ISR or ELR whose HWM was its log end (with no acting leader
+    the committed log may go on above a replica's HWM). False when the broker did not answer in
+    time, or when the committed log's end cannot be told."""
 
     topic: str
     partition: int

@@ -160,7 +160,7 @@ class ClusterProjection:
         self.broker_epochs: dict[int, int | None] = {}  # the epoch each running broker registered with
         self.producers: dict[str, ProducerRecords] = {}
         self.consumed = 0
-        self.read_to: dict[str, dict[Key, int]] = {}  # consumer -> partition -> next offset
+        self.read_to: dict[str, dict[Key, int]] = {}  # consumer -> partition -> next offset (back at a reset)
         self.consume_done: dict[str, dict[int, int]] = {}  # consumer -> command -> count
         self.list_offsets_answers: dict[str, dict[int, Any]] = {}  # consumer -> request -> answer
         self.final_reads_done: list[Any] = []
@@ -193,6 +193,7 @@ class ClusterProjection:
             "load_finished": self._on_load_finished,
             "load_throttled": self._on_load_throttled,
             "consume": self._on_consume,
+            "consumer_reset": self._on_consumer_reset,
             "consume_done": self._on_consume_done,
             "list_offsets_answer": self._on_list_offsets_answer,
             "final_read_done": self._on_final_read_done,
@@ -396,6 +397,12 @@ class ClusterProjection:
         key = (ev.topic, ev.partition)
         positions[key] = max(positions.get(key, 0), ev.first_offset + n)
 
+    def _on_consumer_reset(self, rec: EventRecord) -> None:
+        # The log it read was truncated under it (KIP-320): it reads from `offset` again, and has
+        # not read the records that replaced the ones it passed.
+        ev = rec.event
+        self.read_to.setdefault(ev.consumer, {})[(ev.topic, ev.partition)] = ev.offset
+
     def _on_consume_done(self, rec: EventRecord) -> None:
         self.consume_done.setdefault(rec.node, {})[rec.event.command] = rec.event.count
 
@@ -511,18 +518,19 @@ class ClusterProjection:
 
     def holders(self, key: Key) -> list[LogMirror]:
         """The logs that make up partition `key`'s committed log now: the acting leader's; while
-        there is none, every running replica's, and the disks of the stopped replicas a clean
-        election could still bring back (ISR and ELR members: a stopped broker's disk, what a
-        crash left of one). A record on the disk of an ISR member that was shut down is not lost
-        while the partition waits for it (KIP-966's Last Replica Standing); one on the disk of a
-        replica an unclean election has left behind is: that replica will truncate to the new
-        leader's log."""
+        there is none, those of the replicas a clean election could bring back, ISR and ELR
+        members, running or stopped (a stopped broker's disk, what a crash left of one). A record
+        on the disk of an ISR member that was shut down is not lost while the partition waits for
+        it (KIP-966's Last Replica Standing); one only on a replica an unclean election has left
+        behind is, running or not: that replica will truncate to the new leader's log. With no
+        ISR and no ELR (waiting for unclean recovery), every running replica's log. The final
+        read reads the same replicas (actors/runtime/clients.py `_final_read`)."""
         leader = self.acting_leader(key)
         if leader is not None:
             return [leader.log]
         record = self._partitions.get(key)
         eligible = set(record.isr) | set(record.elr) if record is not None else set()
-        running = [r.log for reps in self.replicas.values() if (r := reps.get(key)) is not None]
+        running = [r.log for b, reps in self.replicas.items() if (r := reps.get(key)) is not None and (not eligible or b in eligible)]
         return running + [log for b, logs in self.down_logs.items() if b in eligible and (log := logs.get(key)) is not None]
 
     # --- clients' progress (for steps) ---------------------------------------------------------------

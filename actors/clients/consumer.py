@@ -285,12 +285,15 @@ class ConsumerNode:
             got += b.count - start
             r.position = b.next_offset
         if got == 0 and r.position >= fp.high_watermark:
-            self._end_final_read(r, fp.high_watermark, out)
+            # From a replica (no acting leader), what lies below its HWM is committed, but the
+            # committed log may go on above it unless the HWM is its log end.
+            exact = c.final_source != "replica" or fp.high_watermark >= fp.log_end_offset
+            self._end_final_read(r, fp.high_watermark, out, complete=exact)
             return
         self.next_poll_ms[cid] = now_ms
 
-    def _end_final_read(self, r: Reading, hwm: int | None, out: Output) -> None:
+    def _end_final_read(self, r: Reading, hwm: int | None, out: Output, *, complete: bool = True) -> None:
         """`hwm` None: the broker did not answer (in time) or had no such replica."""
         r.done = True
         c = r.command
-        out.emit(FinalReadDone(c.topic, c.partition, c.final_source, c.broker, hwm, hwm is not None))
+        out.emit(FinalReadDone(c.topic, c.partition, c.final_source, c.broker, hwm, hwm is not None and complete))

@@ -165,8 +165,15 @@ class Clients:
 
     def _final_read(self, partitions: list[tuple[str, int]]) -> None:
         """Each partition from its acting leader, or, when it has none, from every running
-        replica; a partition with no replica running gets an incomplete final read from each of
-        them."""
+        replica in its ISR or ELR; a partition with none of those running gets an incomplete
+        final read from each of them.
+
+        Why only those: a replica outside the ISR and the ELR may hold another lineage (a log of
+        an earlier epoch that an unclean election left behind) or a stale prefix with a stale
+        HWM; read as the committed log, it shows records as lost that the ISR holds, and hides
+        records the partition lost. A member of the ISR or the ELR holds every committed record;
+        its read is exactly the committed log when its HWM is its log end (the consumer's
+        `_on_final_read` says so in `complete`)."""
         cluster, view = self.cluster, self.view
         states, brokers = view.partitions(), view.brokers()
         plan: list[tuple[str, int, int, str]] = []
@@ -180,10 +187,13 @@ class Clients:
             # partition may not keep: read every running replica instead, as with no leader.
             if state.leader is not None and brokers[state.leader].alive and state.hwm is not UNKNOWN:
                 plan.append((t, p, state.leader, "leader"))
-            elif any(brokers[b].alive for b in state.replicas):
-                plan += [(t, p, b, "replica") for b in state.replicas if brokers[b].alive]
             else:
-                unreachable += [(t, p, b) for b in state.replicas]
+                holders = [b for b in state.replicas if b in state.isr or b in state.elr] or list(state.replicas)
+                running = [b for b in holders if brokers[b].alive and (b in state.isr or b in state.elr)]
+                if running:
+                    plan += [(t, p, b, "replica") for b in running]
+                else:
+                    unreachable += [(t, p, b) for b in holders]
         deadline = cluster.now_ms + FINAL_READ_MS
         before = len(view.final_reads_done)
         for t, p, broker in unreachable:

@@ -107,12 +107,16 @@ def test_without_leader_epoch_truncation_a_consumer_is_not_moved_back(tmp_path):
     assert offsets == sorted(set(offsets))  # never back
 
 
-def test_a_partition_without_a_leader_is_read_from_every_running_replica(tmp_path):
+def test_a_partition_without_a_leader_is_read_from_its_running_isr_and_elr_members(tmp_path):
+    # t-0 ends offline with ISR [] and ELR [1, 2]: brokers 1 and 2 hold every committed record,
+    # each up to an HWM that is its log end (so each read is the whole committed log). Broker 3,
+    # out of both, is not read: its log is no part of the committed log's definition.
     run_dir, summary = run("stale-broker-epoch", tmp_path)
-    assert summary["final"]["partitions"]["t-0"]["leader"] is None
+    final = summary["final"]["partitions"]["t-0"]
+    assert (final["leader"], final["isr"], final["elr"]) == (None, [], [1, 2])
     rows = assert_complete_history(run_dir, summary)
-    done = {(r["source"], r["broker"]): r["hwm"] for r in rows if r["kind"] == "final_read_done"}
-    assert done == {("replica", 1): 10, ("replica", 2): 10, ("replica", 3): 0}
+    done = {(r["source"], r["broker"]): (r["hwm"], r["complete"]) for r in rows if r["kind"] == "final_read_done"}
+    assert done == {("replica", 1): (10, True), ("replica", 2): (10, True)}
     read = {(r["broker"], r["offset"]) for r in rows if r["kind"] == "final_read"}
     assert read == {(b, o) for b in (1, 2) for o in range(10)}
 
