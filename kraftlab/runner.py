@@ -227,6 +227,7 @@ def build_summary(
         stats = {
             "acked": history.get("acked"),
             "failed": history.get("failed"),
+            "indeterminate": history.get("indeterminate"),
             "acked_lost": history.get("acked_lost"),
             "consumed": history.get("consumed"),
             "elections_clean": history.get("elections_clean"),

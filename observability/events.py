@@ -183,9 +183,10 @@ class ProduceSend(NamedTuple):
 
 @event("produce_ack")
 class ProduceAck(NamedTuple):
-    """The outcome of records (Jepsen's completion): "ok" (acknowledged at `first_offset` + i),
+    """The outcome of records (Jepsen's completion): "ok" (acknowledged at `first_offset` + i; with
+    acks=0, handed over, as Kafka's producer completes them at once, and `first_offset` None),
     "fail" (surely not written: refused before any append, or never sent) or "info" (unknown: an
-    attempt may have been appended, e.g. a timeout or an error after the append, or acks=0).
+    attempt may have been appended, e.g. a timeout or an error after the append).
     `latencies_ms`: hand-over to outcome, per record."""
 
     producer: str

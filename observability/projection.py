@@ -132,7 +132,8 @@ class ProducerRecords:
 
     outcomes: bytearray = field(default_factory=bytearray)
     acked: int = 0
-    failed: int = 0  # fail or info
+    failed: int = 0  # not acknowledged: fail or info (every reader's `failed`)
+    indeterminate: int = 0  # of those, info
     errors: dict[int, str] = field(default_factory=dict)  # sequence -> why not ok
     acked_batches: list[AckedBatch] = field(default_factory=list)
     load_started_ms: float | None = None
@@ -376,6 +377,8 @@ class ClusterProjection:
                 p.acked_batches.append(AckedBatch(ev.topic, ev.partition, ev.first_offset, len(ev.sequences), ev.batch_crc, ev.acks))
         else:
             p.failed += len(ev.sequences)
+            if code == INFO:
+                p.indeterminate += len(ev.sequences)
             for s in ev.sequences:
                 p.errors[s] = ev.error
 
@@ -571,6 +574,7 @@ class ClusterProjection:
 _COUNTERS: dict[str, Callable[[ClusterProjection], Any]] = {
     "acked": ClusterProjection.acked,
     "failed": lambda v: sum(p.failed for p in v.producers.values()),
+    "indeterminate": lambda v: sum(p.indeterminate for p in v.producers.values()),
     "acked_lost": ClusterProjection.acked_lost,
     "consumed": lambda v: v.consumed,
     "elections_clean": lambda v: v.elections["clean"],

@@ -50,7 +50,8 @@ IDENTITY_KEYS = ("name", "seeds", "set", "matrix", "variants", "faults", "load")
 
 # What the report, the signatures and the minimizer read of a row: the rest (the summary's stats,
 # a traceback) stays in the log and results.parquet, so 100,000 finished runs stay small in memory.
-KEPT = ("run", "cell", "seed", "status", "violations", "signature", "replay", "first_violation_ms", "stats.acked", "stats.acked_lost")
+KEPT = ("run", "cell", "seed", "status", "violations", "excused", "signature", "replay", "first_violation_ms", "stats.acked",
+        "stats.acked_lost")
 
 
 @dataclass

@@ -10,7 +10,7 @@ never caught in 200 seeds: at most 1.9%").
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from workloads.campaign.spec import Campaign, Cell, ExpectRule
@@ -42,6 +42,8 @@ class CellReport:
     findings: dict[str, list[int]]  # finding name -> the seeds showing it
     acked: int
     acked_lost: int
+    # finding name -> the seeds where the protocol allowed it (beyond tolerance): not findings
+    excused: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def detection(self) -> tuple[float, float, float]:
@@ -78,6 +80,8 @@ def cell_reports(campaign: Campaign, rows: dict[str, dict[str, Any]]) -> list[Ce
                 report.signatures[row["signature"]] = report.signatures.get(row["signature"], 0) + 1
             for name in row.get("violations") or []:
                 report.findings.setdefault(name, []).append(seed)
+            for name in row.get("excused") or []:
+                report.excused.setdefault(name, []).append(seed)
             report.acked += int(row.get("stats.acked") or 0)
             report.acked_lost += int(row.get("stats.acked_lost") or 0)
         out.append(report)
@@ -100,7 +104,9 @@ def check_expect(campaign: Campaign, reports: list[CellReport]) -> list[dict[str
             if rule.catch is not None:
                 absent = [name for name in rule.catch if name not in r.findings]
                 if absent:
-                    problems.append(f"cell {r.cell.index} ({r.cell.label()}): {', '.join(absent)} not found in {r.ok + r.violation} runs")
+                    excused = [f"{name} excused as beyond tolerance in seeds {_seeds(r.excused[name])}" for name in absent if name in r.excused]
+                    problems.append(f"cell {r.cell.index} ({r.cell.label()}): {', '.join(absent)} not found in {r.ok + r.violation} runs"
+                                    + (f" ({'; '.join(excused)})" if excused else ""))
             elif rule.absent is not None:
                 shown = [f"{name} (seeds {_seeds(r.findings[name])})" for name in rule.absent if name in r.findings]
                 if shown or r.missing:

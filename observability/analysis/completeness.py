@@ -42,8 +42,10 @@ def _counters() -> dict[str, F.Column]:
         "events": F.lit(True),
         "sent": kind == "produce_send",
         "acked": ack & (outcome == "ok"),
-        "failed": ack & (outcome == "fail"),
-        # Jepsen's indeterminate operations: an attempt may have been appended; neither lost nor required.
+        # Not acknowledged, as the summary's `failed` counts them: "fail" (surely not written) or
+        # "info" (unknown), of which `indeterminate` are the latter, Jepsen's indeterminate
+        # operations: an attempt may have been appended; neither lost nor required.
+        "failed": ack & (outcome != "ok"),
         "indeterminate": ack & (outcome == "info"),
         "consumed": kind == "consume",
         FINAL_READ_ROWS: kind == "final_read",

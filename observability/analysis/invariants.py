@@ -200,12 +200,16 @@ def summary_violations(run_dir: Path) -> tuple[dict[str, dict[str, Any]], str]:
 def merged(spark_found: dict[str, dict[str, Any]], online: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """checks.json's `invariants` for one run: Spark's re-checks and the online checker's findings
     by name, each marked with its `source` ("spark", "online", or "both" when both found it;
-    the count and examples are Spark's then)."""
+    the count and examples are Spark's then, and `online_count` the online checker's: the two
+    count different things, Spark the violating states it re-found, the checker how many of its
+    checks after an event found the invariant broken)."""
     out: dict[str, dict[str, Any]] = {}
     for name in sorted(set(spark_found) | set(online)):
         if name in spark_found:
             entry = dict(spark_found[name])
             entry["source"] = "both" if name in online else "spark"
+            if name in online:
+                entry["online_count"] = online[name]["count"]
         else:
             entry = dict(online[name])
             entry["source"] = "online"

@@ -1,7 +1,8 @@
 """Per-partition figures (`partitions.parquet`): one row per run, topic and partition, so that a
 run of 1,000 partitions (or a campaign) shows which partitions paid for a fault.
 
-- `acked`, `failed`, `indeterminate`: records by outcome (`produce_ack`);
+- `acked`, `failed`, `indeterminate`: records by outcome (`produce_ack`): ok, not ok (fail or
+  info, as the summary's `failed`), and of those info (unknown);
 - `throughput_rec_s`: records acknowledged ok / the run's duration in seconds;
 - `latency_p50_ms` ... `latency_max_ms`: exact percentiles (Spark's `percentile`, linear
   interpolation) of those records' latencies, null when none;
@@ -51,7 +52,7 @@ def partition_figures(history: History, seconds: DataFrame, durations: dict[str,
     outcome = F.col("outcome")
     acks = (history.views.acks.groupBy(*KEY)
             .agg(F.sum((outcome == "ok").cast("long")).alias("acked"),
-                 F.sum((outcome == "fail").cast("long")).alias("failed"),
+                 F.sum((outcome != "ok").cast("long")).alias("failed"),
                  F.sum((outcome == "info").cast("long")).alias("indeterminate"),
                  F.expr("percentile(CASE WHEN outcome = 'ok' THEN latency_ms END, array(0.5, 0.99, 0.999))").alias("p"),
                  F.max(F.when(outcome == "ok", F.col("latency_ms"))).alias("latency_max_ms")))

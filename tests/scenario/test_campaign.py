@@ -317,3 +317,21 @@ def test_results_parquet_types_do_not_depend_on_what_the_runs_found(tmp_path):
     write_parquet([clean, broken], tmp_path / "b.parquet", ["run"])
     assert pq.read_schema(tmp_path / "a.parquet") == pq.read_schema(tmp_path / "b.parquet")
     assert str(pq.read_schema(tmp_path / "a.parquet").field("first_violation_ms").type) == "double"
+
+
+def test_a_catch_that_fails_because_the_finding_was_excused_says_so(tmp_path):
+    """A lost write on a partition beyond tolerance is excused (the protocol allows it), not a
+    finding: a `catch` of it does not hold, and the problem says where it was excused rather than
+    that nothing was found."""
+    from kraftlab.campaign.report import cell_reports, check_expect
+    from workloads.campaign.generate import run_id
+
+    text = SMALL.replace("seeds: 3", "seeds: 2") + "expect:\n  - when: {cluster.storage: fsync}\n    catch: [lost-write]\n"
+    campaign = load_campaign(str(write(tmp_path, text)))
+    cell = next(c for c in campaign.spec.cells() if c.columns().get("cluster.storage") == "fsync")
+    rows = {run_id(cell, 0): {"status": "ok", "violations": [], "excused": ["lost-write"], "signature": ""},
+            run_id(cell, 1): {"status": "ok", "violations": [], "excused": [], "signature": ""}}
+    (verdict,) = check_expect(campaign, cell_reports(campaign, rows))
+    assert not verdict["held"]
+    (problem,) = [p for p in verdict["problems"] if f"cell {cell.index} " in p]
+    assert "lost-write not found in 2 runs (lost-write excused as beyond tolerance in seeds 0)" in problem

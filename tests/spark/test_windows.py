@@ -118,7 +118,7 @@ def test_partition_figures_of_a_known_history(spark, tmp_path):
     rows = {(r["topic"], r["partition"]): r for r in pq.read_table(run / "analysis" / "partitions.parquet").to_pylist()}
     assert set(rows) == {("t", 0), ("u", 0)}
     t, u = rows[("t", 0)], rows[("u", 0)]
-    assert (t["acked"], t["failed"], t["indeterminate"]) == (5, 1, 1)
+    assert (t["acked"], t["failed"], t["indeterminate"]) == (5, 2, 1)  # failed: fail or info
     assert t["throughput_rec_s"] == pytest.approx(5 / 6.5)
     assert t["latency_max_ms"] == 100.0 and t["latency_p50_ms"] == 20.0  # of 10, 20, 30, 100, 5
     assert (t["offline_s"], t["under_min_isr_s"]) == (2, 4)
