@@ -162,7 +162,8 @@ def run_scenario(
         runtime.record(StepsDone(1 if failures else 0))
         runtime.check_everything()
         at_end = capture_verdict(runtime)
-        runtime.stop_checking()
+        # The epilogue is checked too (its violations are facts of the run: an election while
+        # the load settles can lose records), but reported apart: the verdict is the steps'.
         runtime.clients.finish()
     except Exception as exc:  # a broken internal invariant or a bug: keep the evidence, fail the run
         error = "".join(traceback.format_exception(exc))
@@ -217,6 +218,7 @@ def build_summary(
 ) -> dict[str, Any]:
     violations = at_end["violations"] if at_end is not None else []
     violated = {v["invariant"] for v in violations}
+    epilogue = [v for v in runtime.violations() if v["invariant"] not in violated] if runtime is not None else []
     ok = not failures and violated == set(scenario.expect_violations)
     stats: dict[str, Any] = {}
     final: dict[str, Any] = at_end["final"] if at_end is not None else {"partitions": {}, "brokers": {}, "quorum": {}}
@@ -258,6 +260,9 @@ def build_summary(
             "ok": ok,
             "failures": [f.as_dict() for f in failures],
             "violations": violations,
+            # Invariants first broken after the last step (while the epilogue settled the load
+            # and read the logs): facts of the run, outside the scenario's verdict (`ok`).
+            "epilogue_violations": epilogue,
             "expect_violations": list(scenario.expect_violations),
             "stats": stats,
             "final": final,

@@ -59,7 +59,7 @@ def findings(summary: dict[str, Any], epilogue_start: int, history: HistoryFindi
     names: set[str] = set()
     excused: set[str] = set()
     beyond = history.beyond
-    for v in summary.get("violations", []):
+    for v in summary.get("violations", []) + summary.get("epilogue_violations", []):
         (excused if excused_beyond_tolerance(v["invariant"], v.get("detail", ""), beyond) else names).add(v["invariant"])
     # Records lost on a partition beyond tolerance are the protocol's limit, and so are the reads
     # of them (uncommitted-read...): excused for the whole run (the counts are per run).
@@ -107,7 +107,7 @@ def row_from_summary(plan: RunPlan, summary: dict[str, Any], replay: str, histor
         "excused": excused,
         "beyond_tolerance": sorted(history.beyond),
         "faults": plan.faults,
-        "first_violation_ms": min((v["at_ms"] for v in summary.get("violations", [])), default=None),
+        "first_violation_ms": min((v["at_ms"] for v in summary.get("violations", []) + summary.get("epilogue_violations", [])), default=None),
         **flat_stats(summary.get("stats") or {}),
     }
 

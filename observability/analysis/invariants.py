@@ -185,8 +185,9 @@ def summary_violations(run_dir: Path) -> tuple[dict[str, dict[str, Any]], str]:
     if not path.exists():
         return {}, "none: no summary.json"
     try:
-        violations = json.loads(path.read_text()).get("violations") or []
-    except (json.JSONDecodeError, AttributeError) as exc:
+        summary = json.loads(path.read_text())
+        violations = (summary.get("violations") or []) + (summary.get("epilogue_violations") or [])
+    except (json.JSONDecodeError, AttributeError, TypeError) as exc:
         raise AnalysisInputError(f"{path}: not a run summary ({exc})") from None
     found: dict[str, dict[str, Any]] = {}
     for v in violations:

@@ -112,3 +112,37 @@ steps:
     assert done and not any(r["complete"] for r in done)
     counts = count_anomalies(tmp_path / "run" / "events")
     assert counts["lost-write"] == 0 and counts["uncommitted-read"] == 0
+
+
+def test_an_invariant_broken_in_the_epilogue_is_reported_apart_from_the_verdict(tmp_path):
+    """The last step cuts off the leader broker 1, the only ISR member, holding 5 records no
+    other replica has; the run's epilogue (its final read waits for broker 1) lasts long enough
+    for the controller to fence it and elect broker 2 or 3 uncleanly, losing them. Before, the
+    checks stopped at the last step: `ok`, no violation, yet `acked_lost` 5. Now the summary
+    reports them as `epilogue_violations` (the steps' verdict stays `ok`), and a campaign counts
+    them as findings."""
+    from kraftlab.campaign.outcome import findings
+
+    summary, result = run_text(tmp_path, """
+name: epilogue-unclean-election
+cluster:
+  brokers: 3
+  config: {min.insync.replicas: 1, unclean.leader.election.enable: true, broker.session.timeout.ms: 3000,
+           broker.heartbeat.interval.ms: 1000, replica.lag.time.max.ms: 2000}
+  protocol: {elr: false}
+topics: [{name: t, replication_factor: 3, assignment: {0: [1, 2, 3]}}]
+steps:
+  - produce: {topic: t, count: 5, acks: all, expect: acked}
+  - link: {from: b1, to: b2, drop: 1}
+  - link: {from: b1, to: b3, drop: 1}
+  - wait_for: {partition: t-0, isr: [1], timeout_ms: 20000}
+  - produce: {topic: t, count: 5, acks: all, expect: acked}
+  - isolate: b1
+""")
+    assert summary["ok"] is True and summary["violations"] == [] and result.exit_code == 0
+    (steps_done,) = rows(tmp_path, "steps_done")
+    late = {v["invariant"]: v["at_ms"] for v in summary["epilogue_violations"]}
+    assert "LeaderCompleteness" in late and min(late.values()) > steps_done["time_ms"]
+    assert summary["stats"]["acked_lost"] == 5
+    assert "LeaderCompleteness" in findings(summary, len(summary.get("failures", [])) + 6)[0]
+    assert "violation after the last step" in result.output

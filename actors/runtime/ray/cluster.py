@@ -355,10 +355,6 @@ class RayCluster(RoleCluster):
     def record(self, event: Any) -> None:
         self.sim.record(event)
 
-    def stop_checking(self) -> None:
-        """No invariant checks from here on: the run's epilogue only observes."""
-        self.sim.invariant_sets.clear()
-
     def violations(self) -> list[dict[str, Any]]:
         return [v.as_dict() for v in self.sim.violations.values()]
 
