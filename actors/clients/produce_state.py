@@ -78,6 +78,7 @@ class InFlightBatch:
     # None while an attempt awaits its answer; else the time the next attempt is due.
     retry_at_ms: float | None = None
     last_error: str | None = None
+    leader_epoch: int = -1  # the partition's leader epoch its last attempt was sent in
     deadline_ms: float = 0.0  # the earliest delivery deadline of its records (set once)
     # True once an attempt may have been appended: sent and not answered, or answered with an
     # error that does not rule the append out. Decides "fail" or "info" if it never succeeds.

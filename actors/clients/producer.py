@@ -11,8 +11,11 @@ order is kept without idempotence too; records waiting meanwhile go together int
   refuses one OUT_OF_ORDER_SEQUENCE_NUMBER, the producer numbers from 0 again under a new producer
   id (Kafka bumps the producer epoch, KIP-360) and retries the refused batch so numbered.
 - Retriable errors (not leader, epoch mismatches, NOT_ENOUGH_REPLICAS*, timeouts) are retried after
-  retry.backoff.ms, with a metadata refresh when leadership is in question, until the command's
-  delivery timeout; then the records fail.
+  a back-off, with a metadata refresh when leadership is in question, until the command's
+  delivery timeout; then the records fail. The back-off is Kafka's since 3.7 (KIP-580,
+  RecordAccumulator.shouldBackoff): retry.backoff.ms doubled at each failed attempt up to
+  retry.backoff.max.ms, times a random factor in [0.8, 1.2) from the node's seeded stream, and
+  skipped once the metadata names a new leader.
 - acks=0: the records count as acknowledged when sent (Kafka completes them at once, offset -1).
 
 Every record gets the next sequence of its producer when it is handed over; (producer name,
@@ -26,6 +29,7 @@ indeterminate operations). At the end of a run `abandon` settles what is still p
 from __future__ import annotations
 
 import heapq
+import math
 from collections import deque
 from dataclasses import replace
 from itertools import groupby
@@ -66,6 +70,9 @@ from .produce_state import (
 from .records import encode_records
 
 RETRY_BACKOFF_MS = 100  # retry.backoff.ms
+RETRY_BACKOFF_MAX_MS = 1_000  # retry.backoff.max.ms (KIP-580)
+RETRY_BACKOFF_JITTER = 0.2  # CommonClientConfigs.RETRY_BACKOFF_JITTER
+RETRY_BACKOFF_EXP_MAX = math.log2(RETRY_BACKOFF_MAX_MS / RETRY_BACKOFF_MS)  # ExponentialBackoff.expMax
 REQUEST_TIMEOUT_MS = 5_000  # an unanswered request is retried after this
 METADATA_TIMEOUT_MS = 1_000
 # An idempotent producer's id after its n-th sequence reset: its first id + n * this (client ids
@@ -85,6 +92,7 @@ class ProducerNode(LoadGeneration):
 
     def __init__(self, ctx: StartContext, brokers: list[str], producer_id: int) -> None:
         self.node_id = ctx.node_id
+        self.rng = ctx.rng  # the retry back-off's jitter
         self.brokers = brokers
         self.producer_id = producer_id
         # The producer id idempotent batches carry: a new one after each sequence reset
@@ -242,6 +250,14 @@ class ProducerNode(LoadGeneration):
         if any(self.leaders.get(k, (None, 0))[0] is None for k, q in self.queues.items() if q):
             self.metadata_wanted = True  # some partition has no leader yet: ask again after a back-off
             self.metadata_broker += 1
+        # A batch waiting out its back-off goes at once to a new leader (shouldBackoff: no
+        # back-off when the leader changed since the last attempt).
+        for key in self.retrying:
+            b = self.in_flight[key]
+            leader, epoch = self.leaders.get(key, (None, -1))
+            if leader is not None and epoch > b.leader_epoch and b.retry_at_ms > now_ms:
+                b.retry_at_ms = now_ms
+                self._schedule(key)
 
     # --- sending ----------------------------------------------------------------------------------
 
@@ -267,7 +283,9 @@ class ProducerNode(LoadGeneration):
                 if key in self.in_flight:
                     break  # waiting for its answer (acks=0 batches are done at once)
             self._schedule(key)
-        if self.metadata_wanted and self.metadata_request is None and self.queued_records:
+        if self.metadata_wanted and self.metadata_request is None and (self.queued_records or self.retrying):
+            # At once, as Kafka's Sender asks for metadata on its next poll: a batch waiting out
+            # its back-off goes to the new leader as soon as the answer names one.
             self._refresh_metadata(now_ms, out)
 
     def _batch_ready(self, q: deque[PendingRecord], now_ms: float) -> bool:
@@ -435,6 +453,7 @@ class ProducerNode(LoadGeneration):
         b.request_id = self.next_request_id
         b.attempts += 1
         b.sent_ms = now_ms
+        b.leader_epoch = self.leaders[key][1]
         b.retry_at_ms = None
         self.retrying.pop(key, None)
         topic, partition = key
@@ -474,9 +493,14 @@ class ProducerNode(LoadGeneration):
                 if idempotent:
                     self._reset_sequences(b)
 
+    def _retry_backoff_ms(self, attempts: int) -> int:
+        """Kafka's ExponentialBackoff.backoff(attempts - 1) for a batch's retries (KIP-580)."""
+        term = RETRY_BACKOFF_MS * 2 ** min(attempts - 1, RETRY_BACKOFF_EXP_MAX)
+        return min(int(term * self.rng.uniform(1 - RETRY_BACKOFF_JITTER, 1 + RETRY_BACKOFF_JITTER)), RETRY_BACKOFF_MAX_MS)
+
     def _retry_later(self, key, b: InFlightBatch, error: str, now_ms: float, out: Output, *, refresh: bool) -> None:
         b.last_error = error
-        b.retry_at_ms = now_ms + RETRY_BACKOFF_MS
+        b.retry_at_ms = now_ms + self._retry_backoff_ms(max(b.attempts, 1))
         self.retrying[key] = None
         self._schedule(key)
         out.emit(ProduceRetry(key[0], key[1], error, b.attempts))
