@@ -188,12 +188,12 @@ class Clients:
             if state.leader is not None and brokers[state.leader].alive and state.hwm is not UNKNOWN:
                 plan.append((t, p, state.leader, "leader"))
             else:
-                holders = [b for b in state.replicas if b in state.isr or b in state.elr] or list(state.replicas)
-                running = [b for b in holders if brokers[b].alive and (b in state.isr or b in state.elr)]
+                eligible = [b for b in state.replicas if b in state.isr or b in state.elr]
+                running = [b for b in eligible if brokers[b].alive]
                 if running:
                     plan += [(t, p, b, "replica") for b in running]
-                else:
-                    unreachable += [(t, p, b) for b in holders]
+                else:  # with no ISR and no ELR (unclean recovery pending) no log is the committed one
+                    unreachable += [(t, p, b) for b in eligible or state.replicas]
         deadline = cluster.now_ms + FINAL_READ_MS
         before = len(view.final_reads_done)
         for t, p, broker in unreachable:
