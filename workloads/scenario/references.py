@@ -74,8 +74,8 @@ def _node(sc: Scenario, ref: str, at: str) -> Iterator[Problem]:
         problems = list(_partition(sc, partition, at))
         yield from problems
         t = sc.topic(split_partition_ref(partition)[0])
-        grown = any(isinstance(step, ReassignStep) and step.reassign.partition == partition and len(step.reassign.replicas) > 1 for step in sc.steps)
-        if not problems and ref.startswith("partition-follower:") and t is not None and t.replication_factor == 1 and not grown:
+        if (not problems and ref.startswith("partition-follower:") and t is not None and t.replication_factor == 1
+                and not any(len(target) > 1 for target in _reassign_targets(sc, partition))):
             yield at, f"{ref} can never name a node: {partition} has replication_factor 1 (no follower)"
         return
     if ref == "controller-follower" and sc.cluster.controllers == 1:
@@ -102,9 +102,13 @@ def _ever_a_replica(sc: Scenario, ref: str, broker: int, at: str) -> Iterator[Pr
     t = sc.topic(topic)
     if t is None or t.assignment is None or index not in t.assignment or broker > sc.cluster.brokers:
         return
-    reassigned = {b for step in sc.steps if isinstance(step, ReassignStep) and step.reassign.partition == ref for b in step.reassign.replicas}
-    if broker not in t.assignment[index] and broker not in reassigned:
+    if broker not in t.assignment[index] and not any(broker in target for target in _reassign_targets(sc, ref)):
         yield at, f"broker {broker} is never a replica of {ref} (its assignment is {t.assignment[index]} and no reassign step adds it)"
+
+
+def _reassign_targets(sc: Scenario, partition: str) -> list[list[int]]:
+    """The replica lists the scenario's `reassign` steps give `partition` (a topic-partition ref)."""
+    return [step.reassign.replicas for step in sc.steps if isinstance(step, ReassignStep) and step.reassign.partition == partition]
 
 
 def _topic_partition(sc: Scenario, topic: str, partition: int, at: str) -> Iterator[Problem]:
