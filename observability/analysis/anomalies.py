@@ -11,8 +11,8 @@ cost twice the time at 10 million rows; and a deep plan (a lost-write plan of jo
 1 GB RayDP executor's stack.
 
 Counts are of distinct records (for `inconsistent-offsets`, the records read at an offset holding
-another record too; of polls for the two poll anomalies), as the contract defines them; each check also returns up to `EXAMPLES`
-examples, in a fixed order so that both engines give the same file.
+another record too; of polls for the two poll anomalies), as the contract defines them; each check
+also returns up to `EXAMPLES` examples, in a fixed order so that both engines give the same file.
 
 Every key includes `run` (loading.py): a campaign is one dataset, and a record, an offset or a poll
 of one run never meets another run's. Counts are kept per run (`Anomaly.per_run`) as well.
