@@ -11,9 +11,14 @@ in this process with `--parallel 0`), then prints:
 - runs per minute and the projected time for 1,000 seeds;
 - simulated seconds per wall second, for the whole campaign and inside a run (the simulator alone:
   the difference is scheduling, Ray and the driver);
-- where one run's time goes (`--profile`: cProfile of one run in this process, by module).
+- where one run's time goes (`--profile`: cProfile of one run in this process, by module);
+- what the protocol alone costs (`--floor`): one run in this process as it is, then again with
+  the online readers switched off (the invariant checks, the metrics, the availability tracker and
+  the trace hash; the cluster view and the history's Parquet stay, the run needs them). The second
+  figure bounds what any work on the readers could win: what is left is the brokers, the voters,
+  the clients and the simulator.
 
-    python bench/campaign_rate.py [--seeds 20] [--parallel N] [--profile] [--address RAY_ADDRESS]
+    python bench/campaign_rate.py [--seeds 20] [--parallel N] [--profile] [--floor] [--address RAY_ADDRESS]
 """
 
 from __future__ import annotations
@@ -67,11 +72,42 @@ def profile_one(campaign_file: Path, out: Path) -> None:
         print(f"  {key:<40s} {seconds:6.2f} s  {100 * seconds / total:5.1f}%")
 
 
+def floor_one(campaign_file: Path, out: Path) -> None:
+    from actors.runtime.sim import simulator, trace
+    from kraftlab.runner import run_scenario
+
+    campaign = load_campaign(str(campaign_file))
+    plan = plan_run(campaign, campaign.spec.cells()[0], 0)
+    as_is = run_scenario(plan.scenario(), source="bench", out_dir=out / "as-is").summary["stats"]
+    needed = {"ClusterProjection", "CommittedHistory", "HistoryWriter"}
+    event = trace.TraceRecorder.event
+    check = simulator.Simulator._check_invariants
+
+    def event_to_needed_sinks(self, at_ms, node, incarnation, ev):  # noqa: ANN001, ANN202
+        if not getattr(self, "_floor", False):
+            self._floor = True
+            self.sinks = [s for s in self.sinks if type(getattr(s, "__self__", s)).__name__ in needed]
+            self._pack = lambda _entry: b""
+        return event(self, at_ms, node, incarnation, ev)
+
+    trace.TraceRecorder.event = event_to_needed_sinks
+    simulator.Simulator._check_invariants = lambda self: None
+    try:
+        bare = run_scenario(plan.scenario(), source="bench", out_dir=out / "bare").summary["stats"]
+    finally:
+        trace.TraceRecorder.event = event
+        simulator.Simulator._check_invariants = check
+    print(f"\none run in this process ({as_is['events']:,} events, {as_is['sim_ms'] / 1000:.1f} s simulated): "
+          f"{as_is['wall_s']:.2f} s as it is, {bare['wall_s']:.2f} s with the online readers off "
+          f"(the checks, metrics, availability and trace hash: {100 * (1 - bare['wall_s'] / as_is['wall_s']):.0f}% of the run)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--parallel", type=int, default=None)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--floor", action="store_true", help="Also time one run with the online readers switched off.")
     parser.add_argument("--address", default=None, help="A Ray cluster to run on (e.g. a fake multi-node cluster); default: the embedded local Ray.")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="kraftlab-bench-campaign-") as tmp:
@@ -95,6 +131,8 @@ def main() -> None:
               f"{sim_s / max(1e-9, sum(run_wall)):.1f} | {statistics.mean(run_wall):.2f} |")
         if args.profile:
             profile_one(campaign_file, work)
+        if args.floor:
+            floor_one(campaign_file, work)
 
 
 if __name__ == "__main__":
