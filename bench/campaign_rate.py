@@ -83,7 +83,7 @@ def floor_one(campaign_file: Path, out: Path) -> None:
     event = trace.TraceRecorder.event
     check = simulator.Simulator._check_invariants
 
-    def event_to_needed_sinks(self, at_ms, node, incarnation, ev):  # noqa: ANN001, ANN202
+    def event_to_needed_sinks(self, at_ms, node, incarnation, ev):
         if not getattr(self, "_floor", False):
             self._floor = True
             self.sinks = [s for s in self.sinks if type(getattr(s, "__self__", s)).__name__ in needed]
