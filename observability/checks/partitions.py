@@ -22,7 +22,11 @@ held them.
 Incremental: an event marks the partition it touched (a broker-wide event, every partition), and
 `check()` judges only those; `check_all()` judges every partition (tests, the end of a run). Within
 a partition the checks resume where they stopped while the logs they compared have not been
-truncated or replaced since (`LogMirror.version`).
+truncated or replaced since (`LogMirror.version`). The two record-level kinds, a row per record
+and most of a loaded run's events, mark less: an acknowledgement is judged by the two checks that
+read acknowledgements (LeaderCompleteness, NoCommittedRecordLostGlobally), a read by
+ConsistentRead; every other check reads nothing they change, so it would find what it found at
+the partition's last whole check.
 """
 
 from __future__ import annotations
@@ -72,8 +76,11 @@ class PartitionChecks:
         self._read_offsets: dict[tuple[str, Key], set[int]] = {}
         self._reads_checked: dict[tuple[str, Key], tuple[Any, int, int]] = {}
         self._findings: dict[str, str] = {}
-        self._dirty: set[Key] = set()
+        self._dirty: set[Key] = set()  # to judge whole
         self._all_dirty = False
+        # To judge only for what an acknowledgement or a read changes (when not in `_dirty`).
+        self._acks_dirty: set[Key] = set()
+        self._reads_dirty: set[Key] = set()
         self._handlers: dict[str, Callable[[EventRecord], None]] = {
             "partition_change": self._touch,
             "appended": self._on_appended,
@@ -178,7 +185,7 @@ class PartitionChecks:
         if ev.outcome == "ok" and ev.acks == "all":
             key = (ev.topic, ev.partition)
             self._acked.setdefault(key, []).append(AckedBatch(ev.topic, ev.partition, ev.first_offset, len(ev.sequences), ev.batch_crc, ev.acks))
-            self._dirty.add(key)
+            self._acks_dirty.add(key)
 
     def _on_consume(self, rec: EventRecord) -> None:
         ev = rec.event
@@ -192,7 +199,7 @@ class PartitionChecks:
             if o not in seen:  # the first read of an offset is what it must stay
                 seen.add(o)
                 reads.append((o, ev.batch_offset, ev.batch_crc))
-        self._dirty.add(key)
+        self._reads_dirty.add(key)
 
     # --- checking -----------------------------------------------------------------------------------
 
@@ -202,14 +209,24 @@ class PartitionChecks:
         # In a fixed order, whatever changed: when two partitions break one invariant at once, the
         # detail reported is the first one's, and the report is an event of the trace. A set's
         # order follows the topic names' string hashes, which differ from process to process.
+        dirty, acks, reads = self._dirty, self._acks_dirty, self._reads_dirty
         if self._all_dirty:
             keys = sorted(self.view._partitions)
+            whole = set(keys)
         else:
-            keys = sorted(self._dirty)
+            whole = dirty
+            keys = sorted(dirty | acks | reads) if acks or reads else sorted(dirty)
         self._all_dirty = False
-        self._dirty = set()
+        self._dirty, self._acks_dirty, self._reads_dirty = set(), set(), set()
         for key in keys:
-            self._check_partition(key, found)
+            if key in whole:
+                self._check_partition(key, found)
+            else:
+                if key in acks:
+                    self._check_acknowledged(key, found)
+                if key in reads:
+                    legit = self.view.acting_leader(key)
+                    self._check_reads(key, legit.log if legit is not None else None, found)
         return found
 
     def check_all(self) -> dict[str, str]:
@@ -247,6 +264,19 @@ class PartitionChecks:
         self._check_candidates(key, name, rec, replicas, true_hwm, found)
         self._check_lost(key, running, found)
         self._check_reads(key, legit.log if legit is not None else None, found)
+
+    def _check_acknowledged(self, key: Key, found: dict[str, str]) -> None:
+        """What `_check_partition` judges of a partition's acknowledgements, alone: the acting
+        leader holds them, and some replica does."""
+        view = self.view
+        rec = view.committed_partition(key)
+        if rec is None:
+            return
+        legit = view.acting_leader(key)
+        if legit is not None:
+            self._check_leader(key, f"{key[0]}-{key[1]}", rec, legit, self.true_hwm.get(key, 0), rec.min_isr, found)
+        running = {b: r for b, reps in view.replicas.items() if (r := reps.get(key)) is not None}
+        self._check_lost(key, running, found)
 
     def _advance_true_hwm(self, key: Key, leaders) -> None:
         best = self.true_hwm.get(key, 0)
