@@ -128,13 +128,18 @@ def build_summary(campaign: Campaign, out: Path, rows: dict[str, dict[str, Any]]
         if sig in minimal:
             entry["minimal"] = {k: minimal[sig][k] for k in ("minimal", "replay", "before", "after", "reproduced", "candidate_runs")}
     errors = sum(r.error for r in reports)
+    # contract.md's exit codes: 1 when "an invariant was violated" that nothing expected. An
+    # `expect` block says which findings a campaign is meant to show; without one, every finding
+    # is unexpected (a campaign that runs as a gate fails on it).
+    unexpected = 0 if campaign.spec.expect else sum(r.violation for r in reports)
     return {
         "campaign": campaign.spec.name,
         "out": str(out),
         "runs": count_runs(campaign),
         "done": len(rows),
         "errors": errors,
-        "ok": all(v["held"] for v in verdicts) and errors == 0,
+        "ok": all(v["held"] for v in verdicts) and errors == 0 and unexpected == 0,
+        "unexpected": unexpected,
         "wall_s": round(wall_s, 1),
         "cells": [r.as_dict() for r in reports],
         "signatures": sigs,
@@ -179,4 +184,8 @@ def print_summary(summary: dict[str, Any], console: Console) -> None:
                 console.print(f"  {p}", highlight=False, soft_wrap=True)
     if summary["errors"]:
         console.print(f"[red]{summary['errors']} runs raised[/] (status error; tracebacks in results.parquet)", highlight=False)
+    if summary.get("unexpected"):
+        console.print(f"[red]{summary['unexpected']} runs found a violation[/] and the campaign has no `expect` block to "
+                      "say it should (exit 1; an `expect` rule with `catch` declares what a cell is meant to find)",
+                      highlight=False, soft_wrap=True)
     console.print(f"{summary['done']:,} of {summary['runs']:,} runs; summary: {Path(summary['out']) / 'summary.json'}", highlight=False)

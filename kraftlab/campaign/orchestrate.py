@@ -34,7 +34,7 @@ from typing import Any
 import yaml
 
 from workloads.campaign.generate import RunPlan, count_runs, plan_campaign, plan_run, run_id
-from workloads.campaign.spec import VARIANT_KEY, Campaign, CampaignError, CampaignSpec
+from workloads.campaign.spec import VARIANT_KEY, Campaign, CampaignError, CampaignSpec, same_value
 from workloads.scenario.loading import Problem
 
 from .execute import Executor, result_or_error
@@ -95,11 +95,23 @@ def prepare_out(campaign: Campaign, out: Path) -> None:
 
 def _differences(campaign: Campaign, out: Path) -> list[str]:
     try:
-        old = CampaignSpec.model_validate(yaml.safe_load((out / CAMPAIGN_FILE).read_text())).model_dump()
+        old_spec = CampaignSpec.model_validate(yaml.safe_load((out / CAMPAIGN_FILE).read_text()))
     except Exception as exc:
         return [f"its {CAMPAIGN_FILE} cannot be read ({exc})"]
-    new = campaign.spec.model_dump()
-    out_list = [f"{k}: {old.get(k)!r} there, {new.get(k)!r} here" for k in IDENTITY_KEYS if old.get(k) != new.get(k)]
+    old, new = old_spec.model_dump(), campaign.spec.model_dump()
+    out_list = []
+    for k in IDENTITY_KEYS:
+        if k == "seeds":
+            # `seeds: 2` and `[0, 1]` are the same runs.
+            if old_spec.seed_list() != campaign.spec.seed_list():
+                out_list.append(f"seeds: {old.get(k)!r} there, {new.get(k)!r} here")
+        elif not same_value(old.get(k), new.get(k)):
+            out_list.append(f"{k}: {old.get(k)!r} there, {new.get(k)!r} here")
+        elif k in ("matrix", "variants") and list(old.get(k) or {}) != list(new.get(k) or {}):
+            # Cells, and so run ids, are numbered in the file's order: the same keys and values in
+            # another order would put the finished runs under other cells.
+            out_list.append(f"{k}: the same keys and values in another order ({', '.join(old[k])} there, "
+                            f"{', '.join(new[k])} here; cells are numbered in the file's order)")
     base = out / BASE_FILE
     if base.is_file() and base.read_text() != campaign.base_text:
         out_list.append(f"the base scenario {campaign.base_path} changed since {base} was written")

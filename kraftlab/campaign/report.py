@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from workloads.campaign.spec import Campaign, Cell, ExpectRule
+from workloads.campaign.spec import Campaign, Cell, ExpectRule, same_value
 from workloads.campaign.generate import run_id
 
 Z95 = 1.959963984540054
@@ -90,7 +90,7 @@ def cell_reports(campaign: Campaign, rows: dict[str, dict[str, Any]]) -> list[Ce
 
 def matches(rule: ExpectRule, cell: Cell) -> bool:
     columns = cell.columns()
-    return all(key in columns and columns[key] == value for key, value in rule.when.items())
+    return all(key in columns and same_value(columns[key], value) for key, value in rule.when.items())
 
 
 def check_expect(campaign: Campaign, reports: list[CellReport]) -> list[dict[str, Any]]:

@@ -89,6 +89,38 @@ def test_an_out_holding_another_campaign_is_refused_naming_the_difference(tmp_pa
     assert "holds another campaign" in result.output and "load" in result.output
 
 
+def test_the_same_matrix_in_another_order_is_refused_on_resume(tmp_path):
+    # Cells, and so run ids, are numbered in the matrix's order: accepted, the finished runs of
+    # (page_cache, elr on) would have been counted under (fsync, ...), and the verdicts with them.
+    two_keys = SMALL.replace("seeds: 3", "seeds: 1").replace(
+        "  cluster.storage: [page_cache, fsync]\n", "  cluster.storage: [page_cache, fsync]\n  cluster.protocol.elr: [true, false]\n")
+    assert campaign_cli(write(tmp_path, two_keys), "--out", tmp_path / "out", "--parallel", "0", "--minimize-budget", "0").exit_code in (0, 1)
+    swapped = two_keys.replace(
+        "  cluster.storage: [page_cache, fsync]\n  cluster.protocol.elr: [true, false]\n",
+        "  cluster.protocol.elr: [true, false]\n  cluster.storage: [page_cache, fsync]\n")
+    result = campaign_cli(write(tmp_path, swapped, "swapped.yaml"), "--out", tmp_path / "out", "--parallel", "0")
+    assert result.exit_code == 2, result.output
+    assert "matrix: the same keys and values in another order" in result.output
+
+
+def test_seeds_as_a_count_or_as_the_same_range_are_the_same_campaign(tmp_path):
+    first = write(tmp_path, SMALL.replace("seeds: 3", "seeds: 1"))
+    assert campaign_cli(first, "--out", tmp_path / "out", "--parallel", "0").exit_code == 0
+    same = write(tmp_path, SMALL.replace("seeds: 3", "seeds: [0, 0]"), "same.yaml")
+    result = campaign_cli(same, "--out", tmp_path / "out", "--parallel", "0")
+    assert result.exit_code == 0, result.output
+    assert "resuming" in result.output
+
+
+def test_a_when_value_of_another_type_selects_no_cell_and_is_refused(tmp_path):
+    # YAML's `true` is not the matrix value 1 (Python's True == 1 let it select that cell).
+    text = SMALL.replace("  cluster.storage: [page_cache, fsync]\n", "  cluster.config.min.insync.replicas: [1, 2]\n")
+    path = write(tmp_path, text + "expect:\n  - when: {cluster.config.min.insync.replicas: true}\n    clean: true\n")
+    result = campaign_cli(path, "--out", tmp_path / "out", "--parallel", "0")
+    assert result.exit_code == 2, result.output
+    assert "expect[0].when.cluster.config.min.insync.replicas" in result.output and "is not one of the campaign's values" in result.output
+
+
 # --- runs drawn from the seed -------------------------------------------------------------------
 
 
@@ -225,6 +257,17 @@ def test_an_expectation_that_does_not_hold_sets_exit_code_1(tmp_path):
     result = campaign_cli(write(tmp_path, text), "--out", tmp_path / "out", "--parallel", "0")
     assert result.exit_code == 1
     assert "expect FAILED" in result.output and "lost-write not found in 1 runs" in result.output
+
+
+def test_without_an_expect_block_a_finding_sets_exit_code_1(tmp_path):
+    # contract.md's exit codes: 1 when "an invariant was violated" that no expectation covers.
+    text = NO_TRUNCATION.split("expect:")[0].replace("seeds: [0, 1]", "seeds: [0, 0]").replace("  all-on: {}\n", "")
+    out = tmp_path / "out"
+    result = campaign_cli(write(tmp_path, text), "--out", out, "--parallel", "0", "--minimize-budget", "0")
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["cells"][0]["violation"] == 1, "seed 0 with truncation off finds LeaderCandidateCompleteness"
+    assert result.exit_code == 1 and summary["unexpected"] == 1 and not summary["ok"]
+    assert "runs found a violation" in result.output and "no `expect` block" in result.output
 
 
 def test_acknowledged_acks_1_records_lost_are_a_lost_write_as_contract_md_defines_it(tmp_path):

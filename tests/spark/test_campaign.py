@@ -99,7 +99,9 @@ def test_a_directory_written_by_kraftlab_campaign(spark, tmp_path):
     out = tmp_path / "out"
     done = CliRunner().invoke(main, ["campaign", str(campaign_file), "--out", str(out), "--parallel", "0", "--minimize-budget", "0"],
                               catch_exceptions=False)
-    assert done.exit_code == 0, done.output
+    # No `expect` block: exit 1 when truncation off found something (it may), never 2.
+    assert done.exit_code in (0, 1), done.output
+    assert json.loads((out / "summary.json").read_text())["errors"] == 0
     checks, _ = analyze_run(out, engine="local", spark=spark)
     assert checks["runs"] == 4 and not checks.get("missing_runs")
     assert sorted(c["cell"]["variant"] for c in checks["cells"]) == ["all-on", "truncation-off"]

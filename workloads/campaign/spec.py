@@ -197,6 +197,21 @@ class CampaignSpec(Strict):
         return out
 
 
+def same_value(a: Any, b: Any) -> bool:
+    """Equal as YAML values: `true` is not `1` (Python's `True == 1` would make a `when: {key:
+    true}` select the cell of value 1), `"1"` is not `1`, `[1, 2]` is not `[2, 1]`; a mapping's
+    keys in any order."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, str) or isinstance(b, str):
+        return isinstance(a, str) and isinstance(b, str) and a == b
+    return a == b
+
+
 @dataclass(frozen=True)
 class Cell:
     index: int
@@ -341,6 +356,6 @@ def _check_expect(spec: CampaignSpec, root) -> list[Problem]:
                 problems.append(Problem(f"expect[{i}].when.{key}",
                                         f"not a matrix key (expected one of: {', '.join(keys) or 'none: the campaign has no matrix'})", line))
                 continue
-            if value not in allowed:
+            if not any(same_value(value, v) for v in allowed):
                 problems.append(Problem(f"expect[{i}].when.{key}", f"{value!r} is not one of the campaign's values {allowed!r}", line))
     return problems
