@@ -52,6 +52,10 @@ class ConsumeCommand:
     broker: int | None = None
     final_source: str | None = None
     deadline_ms: float | None = None
+    # False: the leader read has an HWM below its LESO, so it cannot tell yet whether its log above
+    # the HWM is committed (replication-correctness.md §6.4.2): what it answers is the committed
+    # log as far as it knows, not known to be all of it.
+    final_exact: bool = True
 
 
 @dataclass
@@ -287,7 +291,7 @@ class ConsumerNode:
         if got == 0 and r.position >= fp.high_watermark:
             # From a replica (no acting leader), what lies below its HWM is committed, but the
             # committed log may go on above it unless the HWM is its log end.
-            exact = c.final_source != "replica" or fp.high_watermark >= fp.log_end_offset
+            exact = c.final_exact and (c.final_source != "replica" or fp.high_watermark >= fp.log_end_offset)
             self._end_final_read(r, fp.high_watermark, out, complete=exact)
             return
         self.next_poll_ms[cid] = now_ms

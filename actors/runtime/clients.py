@@ -173,10 +173,13 @@ class Clients:
         HWM; read as the committed log, it shows records as lost that the ISR holds, and hides
         records the partition lost. A member of the ISR or the ELR holds every committed record;
         its read is exactly the committed log when its HWM is its log end (the consumer's
-        `_on_final_read` says so in `complete`)."""
+        `_on_final_read` says so in `complete`). So is a leader's once its HWM has reached its
+        LESO; below it, the leader cannot tell whether the records of the epochs before its own
+        are committed (replication-correctness.md §6.4.2: a partition left under MinISR keeps
+        its new leader's HWM there), and its read is incomplete."""
         cluster, view = self.cluster, self.view
         states, brokers = view.partitions(), view.brokers()
-        plan: list[tuple[str, int, int, str]] = []
+        plan: list[tuple[str, int, int, str, bool]] = []
         unreachable: list[tuple[str, int, int]] = []
         for t, p in partitions:
             state = states.get(f"{t}-{p}")
@@ -186,21 +189,23 @@ class Clients:
             # from a crash with no KRaft leader to register with) answers from a log the
             # partition may not keep: read every running replica instead, as with no leader.
             if state.leader is not None and brokers[state.leader].alive and state.hwm is not UNKNOWN:
-                plan.append((t, p, state.leader, "leader"))
+                leader = view.replicas.get(state.leader, {}).get((t, p))
+                plan.append((t, p, state.leader, "leader", leader is None or leader.hwm >= leader.leso))
             else:
                 eligible = [b for b in state.replicas if b in state.isr or b in state.elr]
                 running = [b for b in eligible if brokers[b].alive]
                 if running:
-                    plan += [(t, p, b, "replica") for b in running]
+                    plan += [(t, p, b, "replica", True) for b in running]
                 else:  # with no ISR and no ELR (unclean recovery pending) no log is the committed one
                     unreachable += [(t, p, b) for b in eligible or state.replicas]
         deadline = cluster.now_ms + FINAL_READ_MS
         before = len(view.final_reads_done)
         for t, p, broker in unreachable:
             cluster.invoke(CONSUMER, lambda role, now, t=t, p=p, broker=broker: role.final_read_unreachable(t, p, broker))
-        for t, p, broker, source in plan:
+        for t, p, broker, source, exact in plan:
             self.next_command += 1
-            cmd = ConsumeCommand(self.next_command, t, p, 0, None, broker=broker, final_source=source, deadline_ms=deadline)
+            cmd = ConsumeCommand(self.next_command, t, p, 0, None, broker=broker, final_source=source, deadline_ms=deadline,
+                                 final_exact=exact)
             cluster.invoke(CONSUMER, lambda role, now, cmd=cmd: role.submit(cmd, now))
         expected = len(plan) + len(unreachable)
         cluster.run_until(lambda: len(view.final_reads_done) - before >= expected, FINAL_READ_MS + SETTLE_MS)

@@ -99,7 +99,7 @@ def compute_run_results(history: History, dataset: Dataset, timings: dict[str, f
     with timed(timings, "anomalies_s"):
         anomalies, unseen_rule, record_stats = find_anomalies(history.control, views, list(dataset.runs))
     with timed(timings, "invariants_s"):
-        spark_found = recheck_invariants(history.control)
+        spark_found = recheck_invariants(history.control, history.rows)
     with timed(timings, "stats_s"):
         stats = run_stats(census, views, record_stats)
     results: dict[str, RunResult] = {}

@@ -150,13 +150,14 @@ def elr_elections(history: DataFrame, partitions: DataFrame, brokers: DataFrame)
     ]
 
 
-def recheck_invariants(history: DataFrame) -> Found:
-    """Per run, the violations Spark finds: {invariant: {count, examples}}; runs with none absent."""
+def recheck_invariants(history: DataFrame, rows: DataFrame) -> Found:
+    """Per run, the violations Spark finds: {invariant: {count, examples}}; runs with none absent.
+    `history`: the cached control rows; `rows`: every row, read only where a check needs more."""
     partitions = committed_partitions(history).cache()
     brokers = committed_brokers(history).cache()
     parts = [*election_safety(history, partitions), *monotonic_epochs(partitions, brokers),
              *isr_elr_shape(partitions), *elr_elections(history, partitions, brokers),
-             committed_record_truncations(history)]
+             committed_record_truncations(history, rows)]
     violations = parts[0]
     for df in parts[1:]:
         violations = violations.unionByName(df)

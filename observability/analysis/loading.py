@@ -186,8 +186,8 @@ COLUMNS = ("time_ms", "node", "incarnation", "node_seq", "kind", "producer", "se
            # invariants.py: metadata, elections, brokers and the quorum
            "leader_epoch", "partition_epoch", "replicas", "elr", "min_isr", "election_kind", "epoch", "fenced",
            "clean",
-           # truncations.py: replicas' local HWMs and log cuts
-           "hwm", "last_epoch", "from_offset", "reason")
+           # truncations.py: replicas' local HWMs and log cuts, and the batches appended around a cut
+           "hwm", "last_epoch", "from_offset", "reason", "count", "batch_crc")
 
 
 # The protocol's kinds the checks read (`History.control`): committed metadata, elections, roles,

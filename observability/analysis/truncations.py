@@ -10,9 +10,11 @@ matches the log of the leader it learned that HWM from. So a cut below the local
 leader it follows lacks a committed record, or holds another one there: the leader is incomplete,
 which the online checker reports as LeaderCompleteness.
 
-The protocol allows committed records to go (protocol-facts.md, NoCommittedRecordLostGlobally:
-"may only fail after >= MinISR lossy unclean shutdowns, or after an unclean election / unclean
-recovery"), so two kinds of cut are excused:
+A cut after which the replica fetches the very batches again (same base offset, count and CRC,
+another leader epoch) lost nothing committed: its leader holds them (see
+`_excuse_the_same_records_fetched_again`). The protocol also allows committed records to go
+(protocol-facts.md, NoCommittedRecordLostGlobally: "may only fail after >= MinISR lossy unclean
+shutdowns, or after an unclean election / unclean recovery"), so two more kinds of cut are excused:
 - after an unclean election or unclean recovery (`election` of kind `unclean` or
   `last_known_leader`) of the partition, whose leader epoch is above the epoch the replica learned
   its HWM in and not above the epoch it truncated in: the records it knew committed were committed
@@ -125,11 +127,44 @@ def _excuse_beyond_tolerance(cuts: DataFrame, history: DataFrame) -> DataFrame:
     return cuts.alias("c").join(beyond.alias("b"), after, "left_anti")
 
 
-def committed_record_truncations(history: DataFrame) -> DataFrame:
+def _excuse_the_same_records_fetched_again(cuts: DataFrame, rows: DataFrame) -> DataFrame:
+    """Leave out the cuts after which the replica appended again, at every base offset below the
+    HWM it knew, the very batch it had held there (same count and CRC): its leader holds those
+    committed records, stamped with another leader epoch. A zombie leader that advanced its HWM
+    alone (Maximal ISR off) and a new leader that took the producer's retry of the same batch do
+    that: the record is not lost, so the leader is complete (the online checker's LeaderCompleteness
+    compares batches by base offset, count and CRC, which, as in Kafka's batch format, leaves the
+    leader epoch out); the epochs differ, which is LogMatching's to report. A replica that did not
+    fetch them again (it crashed first) keeps the finding: nothing shows its leader held them.
+
+    Reads the appends (a third of the rows) only when some cut is left to judge: one small job over
+    the cached control rows first."""
+    c = cuts.select(*REPLICA, F.col("node_seq").alias("cut_seq"), F.col("offset").alias("cut_offset"), "hwm_before")
+    if c.isEmpty():
+        return cuts
+    appends = (rows.where(F.col("kind") == "appended")
+               .select(*REPLICA, "node_seq", F.col("offset").alias("base"), "count", "batch_crc"))
+    held = (appends.join(F.broadcast(c), on=list(REPLICA))
+            .where((F.col("base") + F.col("count") > F.col("cut_offset")) & (F.col("base") < F.col("hwm_before"))))
+    cut = [*REPLICA, "cut_seq"]
+    batch = F.struct("count", "batch_crc")
+    # What the replica held at each base offset when it cut (its newest append there), and what it
+    # appended there first after the cut.
+    before = held.where(F.col("node_seq") < F.col("cut_seq")).groupBy(*cut, "base").agg(F.max_by(batch, "node_seq").alias("before"))
+    after = held.where(F.col("node_seq") > F.col("cut_seq")).groupBy(*cut, "base").agg(F.min_by(batch, "node_seq").alias("after"))
+    changed = (before.join(after, on=[*cut, "base"], how="left")
+               .where(F.col("after").isNull() | (F.col("before") != F.col("after"))).select(*cut))
+    same = before.select(*cut).distinct().join(changed, on=cut, how="left_anti")
+    return cuts.join(same.withColumnRenamed("cut_seq", "node_seq"), on=[*REPLICA, "node_seq"], how="left_anti")
+
+
+def committed_record_truncations(history: DataFrame, rows: DataFrame) -> DataFrame:
     """(run, invariant, at_ms, detail): each truncation that cut a replica's log below the HWM it
-    knew, and that neither an unclean election nor a breach of tolerance explains."""
+    knew, and that neither an unclean election nor a breach of tolerance explains, nor the same
+    records fetched again. `history`: the control rows; `rows`: every row (for the appends)."""
     cuts = _truncations_with_hwm(_replica_timeline(history)).where(F.col("offset") < F.col("hwm_before"))
     cuts = _excuse_beyond_tolerance(_excuse_unclean_elections(cuts, history), history)
+    cuts = _excuse_the_same_records_fetched_again(cuts, rows)
     detail = F.format_string(
         "%s-%d: %s cut its log from %d to %d (%s) in leader epoch %d, below the HWM %d it knew: "
         "its leader lacks committed records",

@@ -146,3 +146,31 @@ steps:
     assert summary["stats"]["acked_lost"] == 5
     assert "LeaderCompleteness" in findings(summary, len(summary.get("failures", [])) + 6)[0]
     assert "violation after the last step" in result.output
+
+
+def test_a_leader_whose_hwm_is_below_its_leso_gives_an_incomplete_final_read(tmp_path):
+    """Broker 1 acknowledged 5 records with ISR [1, 2] and crashed; broker 2 leads with ISR [2],
+    under MinISR, so its HWM stays below its LESO (5) and it cannot tell what is committed
+    (replication-correctness.md §6.4.2). Before, its read was taken for the whole committed log
+    and analysis reported 5 lost writes that broker 2 held."""
+    summary, _ = run_text(tmp_path, """
+name: stale-hwm-under-minisr-at-the-end
+cluster:
+  brokers: 3
+  config: {min.insync.replicas: 2}
+topics:
+  - {name: t, replication_factor: 3, assignment: {0: [1, 2, 3]}}
+steps:
+  - isolate: b3
+  - wait_for: {partition: t-0, isr: [1, 2], timeout_ms: 60000}
+  - produce: {topic: t, count: 5, acks: all, expect: acked}
+  - crash: {node: b1, mode: process}
+  - wait_for: {partition: t-0, leader: 2, under_min_isr: true, timeout_ms: 20000}
+  - wait: 3000
+""")
+    assert summary["ok"] and summary["stats"]["acked"] == 5 and summary["stats"]["acked_lost"] == 0
+    (leader,) = [r for r in rows(tmp_path, "become_leader") if r["node"] == "b2"]
+    assert leader["leso"] == 5 and summary["final"]["partitions"]["t-0"]["hwm"] < 5
+    (done,) = rows(tmp_path, "final_read_done")
+    assert (done["broker"], done["complete"]) == (2, False)
+    assert count_anomalies(tmp_path / "run" / "events")["lost-write"] == 0
