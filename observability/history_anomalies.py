@@ -7,7 +7,7 @@ examples and reads whole campaigns); `tests/spark/test_history_anomalies.py` hol
 same counts on the library's histories. Counts only, per anomaly name:
 
 - record anomalies, per identity (producer, sequence): `lost-write` (acknowledged ok, absent from
-  the final read), `duplicate` (at two places of the final read), `uncommitted-read` (read, absent
+  the final read), `duplicate` (at two places of the reads: the final read and the consumers'), `uncommitted-read` (read, absent
   from the final read), `unseen` (acknowledged, committed, never read; judged only when the run's
   consumers followed it to the end), `aborted-read` (failed, never acknowledged, read or in the
   final read);
@@ -84,9 +84,11 @@ def _record_anomalies(by_kind, final: list[dict], incomplete: set) -> dict[str, 
             acked.add(identity)
         elif r["outcome"] == "fail":
             failed.add(identity)
+    read_places: dict[tuple, set] = defaultdict(set)
     for r in by_kind["consume"]:
         identity = (r["producer"], r["sequence"])
         read.add(identity)
+        read_places[identity].add((r["topic"], r["partition"], r["offset"]))
         if (r["topic"], r["partition"]) not in incomplete:
             judged.add(identity)
     for r in final:
@@ -99,7 +101,7 @@ def _record_anomalies(by_kind, final: list[dict], incomplete: set) -> dict[str, 
         in_final = identity in places
         is_acked, is_read = identity in acked, identity in read
         counts["lost-write"] += is_acked and not in_final
-        counts["duplicate"] += len(places.get(identity, ())) > 1
+        counts["duplicate"] += len(places.get(identity, set()) | read_places.get(identity, set())) > 1
         counts["uncommitted-read"] += is_read and not in_final
         counts["unseen"] += unseen_judged and is_acked and in_final and not is_read
         counts["aborted-read"] += identity in failed and not is_acked and (in_final or is_read)

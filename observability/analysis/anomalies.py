@@ -87,6 +87,9 @@ class HistoryViews:
           the places (topic, partition, offset) the final read found it at; null when absent, and
           different exactly when it is at two places or more (up to a 64-bit hash collision:
           about 1e-19 for a pair of places);
+        - `read_lo`, `read_hi`: the same of the places consumers read it at (null when never
+          read): with the final read's, a record at two places or more in any read is a
+          duplicate;
         - `read`: 1 when some consumer read it, else 0;
         - `failed`: 1 when some `produce_ack` had outcome fail ("surely not written"), else 0.
 
@@ -106,6 +109,8 @@ class HistoryViews:
                      F.max(F.when(ok, _acks_code())).alias("acks"),
                      F.min(F.when(final, _place_fingerprint())).alias("final_lo"),
                      F.max(F.when(final, _place_fingerprint())).alias("final_hi"),
+                     F.min(F.when(kind == "consume", _place_fingerprint())).alias("read_lo"),
+                     F.max(F.when(kind == "consume", _place_fingerprint())).alias("read_hi"),
                      F.max((kind == "consume").cast("int")).alias("read"),
                      F.max(failed.cast("int")).alias("failed"))
                 .cache())
@@ -133,7 +138,9 @@ def _record_anomalies() -> dict[str, F.Column]:
     acked, read = F.col("acked") == 1, F.col("read") == 1
     return {
         "lost-write": acked & ~in_final,  # acknowledged ok, absent from the final read (any acks setting)
-        "duplicate": F.col("final_lo") != F.col("final_hi"),  # at two places or more in the final read
+        # At two places or more in the reads: the final read's and the consumers' (Jepsen's
+        # duplicate: "a single value appears at more than one offset", in any read).
+        "duplicate": F.least("final_lo", "read_lo") != F.greatest("final_hi", "read_hi"),
         "uncommitted-read": read & ~in_final,  # read by a consumer, absent from the final read
         "unseen": acked & in_final & ~read,  # acknowledged ok and committed, never read
         # Jepsen's G1a (aborted read): a write known to have failed, visible to a read.
@@ -175,7 +182,7 @@ def _first(values: list[tuple]) -> tuple:
 
 def _record_example(name: str, identity: tuple, rows: dict[str, list[tuple]]) -> dict[str, Any]:
     """An example as checks.json shows it: the identity, and the least ok acknowledgement
-    (lost-write, unseen), the distinct places in the final read (duplicate), or the least read
+    (lost-write, unseen), the distinct places in the reads, final and consumers' (duplicate), or the least read
     (uncommitted-read)."""
     example: dict[str, Any] = dict(zip(IDENTITY, identity, strict=True))
     if name == "lost-write":
@@ -185,7 +192,7 @@ def _record_example(name: str, identity: tuple, rows: dict[str, list[tuple]]) ->
     elif name == "unseen":
         example.update(zip(("topic", "partition", "offset"), _first(rows["ack"])[:3], strict=True))
     elif name == "duplicate":
-        places = sorted(set(rows["final"]), key=_spark_order)
+        places = sorted(set(rows["final"]) | {r[:3] for r in rows["read"]}, key=_spark_order)
         example["at"] = [dict(zip(("topic", "partition", "offset"), p, strict=True)) for p in places]
     elif name == "aborted-read" and not rows["read"]:
         example.update(zip(("topic", "partition", "offset"), _first(rows["final"]), strict=True))

@@ -71,6 +71,19 @@ def test_duplicate(spark, tmp_path):
     assert [a["offset"] for a in example["at"]] == [4, 5]
 
 
+def test_a_record_a_consumer_read_at_two_offsets_is_a_duplicate(spark, tmp_path):
+    # Jepsen's duplicate is "a single value ... at more than one offset" in any read, not only the
+    # final read: the consumer read record 2 at offset 2, then again at offset 5 (a log the final
+    # read no longer shows past 4).
+    h = (produced().consume(LOAD_CONSUMER, 0, range(5)).consume(LOAD_CONSUMER, 5, [2]).consumer_done()
+         .final(0, range(5)).final_done())
+    checks = analyze(spark, h, tmp_path)
+    assert counts(checks) == only("duplicate", 1)
+    (example,) = checks["anomalies"]["duplicate"]["examples"]
+    assert (example["producer"], example["sequence"]) == ("p1", 2)
+    assert [a["offset"] for a in example["at"]] == [2, 5]
+
+
 def test_every_replica_reading_a_record_at_the_same_place_is_no_duplicate(spark, tmp_path):
     # With no leader at the end, the final read reads every replica's log (its rows repeat): a
     # record found at one place by three replicas is one record at one place; record 4 is at
@@ -87,11 +100,12 @@ def test_every_replica_reading_a_record_at_the_same_place_is_no_duplicate(spark,
 
 
 def test_inconsistent_offsets(spark, tmp_path):
-    # The consumer read records 3 and 4 at each other's offsets: two offsets, two records each.
+    # The consumer read records 3 and 4 at each other's offsets: two offsets, two records each;
+    # and each of the two records at two offsets, which Jepsen counts as a duplicate too.
     h = (produced().consume(LOAD_CONSUMER, 0, range(3)).consume(LOAD_CONSUMER, 3, [4, 3]).consumer_done()
          .final(0, range(5)).final_done())
     checks = analyze(spark, h, tmp_path)
-    assert counts(checks) == only("inconsistent-offsets", 2)
+    assert counts(checks) == {**only("inconsistent-offsets", 2), "duplicate": 2}
     examples = checks["anomalies"]["inconsistent-offsets"]["examples"]
     assert [(e["offset"], [r["sequence"] for r in e["records"]]) for e in examples] == [(3, [3, 4]), (4, [3, 4])]
 
@@ -100,12 +114,12 @@ def test_inconsistent_offsets_counts_the_records_at_the_offset_not_the_offsets(s
     # An unclean election as a consumer sees it: it read records 0-4 at offsets 0-4; the log that
     # won lost record 3 and holds record 4 at offset 3. One offset (3) holds two records, 3 and 4:
     # contract.md counts "the number of distinct records showing it", 2. Record 3 is also lost
-    # and was read uncommitted; record 4 at offset 4 of a read and 3 of the final read is at one
-    # place of the final read, no duplicate.
+    # and was read uncommitted; record 4, at offset 4 of a read and 3 of the final read, is at two
+    # offsets: a duplicate, as Jepsen counts one ("a single value ... at more than one offset").
     h = (produced().consume(LOAD_CONSUMER, 0, range(5)).consumer_done()
          .final(0, range(3)).final(3, [4]).final_done())
     checks = analyze(spark, h, tmp_path)
-    assert counts(checks) == {**only("inconsistent-offsets", 2), "lost-write": 1, "uncommitted-read": 1}
+    assert counts(checks) == {**only("inconsistent-offsets", 2), "lost-write": 1, "uncommitted-read": 1, "duplicate": 1}
     examples = checks["anomalies"]["inconsistent-offsets"]["examples"]
     assert [(e["offset"], [r["sequence"] for r in e["records"]]) for e in examples] == [(3, [3, 4])]
 
