@@ -66,6 +66,12 @@ CASES = [
     ("controller-follower-one-voter", "name: x\ncluster: {controllers: 1}\nsteps: [{isolate: controller-follower}]",
      "steps[0].isolate", "cluster.controllers is 1"),
     ("alter-config-unknown-key", BASE + "steps: [{alter_config: {topic: t, config: {min.isr: 1}}}]", "steps[0].alter_config.config", "min.isr: unknown config key"),
+    ("crash-a-client", BASE + "steps: [{crash: {node: producer, mode: process}}]", "steps[0].crash.node",
+     "producer is a client: only network faults (isolate, partition, link, heal) may name one"),
+    ("load-client-never-started", BASE + "steps: [{load: {producers: 2}}, {link: {from: b1, to: load-producer-3, drop: 1}}]",
+     "steps[1].link.to", "unknown client 'load-producer-3': the load steps start 2 producers (load-producer-1..load-producer-2)"),
+    ("load-consumer-without-load", BASE + "steps: [{isolate: load-consumer-1}]", "steps[0].isolate",
+     "unknown client 'load-consumer-1': the load steps start 0 consumers"),
 ]
 
 

@@ -27,16 +27,25 @@ PARTITION_REF_PATTERN = r"^(?P<topic>[A-Za-z0-9._-]+)-(?P<index>\d+)$"
 
 NODE_SELECTORS = ("controller-leader", "controller-follower")
 PARTITION_SELECTORS = ("partition-leader", "partition-follower")
-NODE_REF_PATTERN = r"^(b\d+|c\d+|controller-leader|controller-follower|partition-(leader|follower):[A-Za-z0-9._-]+-\d+)$"
+# The clients' node names: the steps' producer and consumer, and each load's (numbered from 1 in
+# the order the load steps start them). Network faults may name them; crashes may not.
+CLIENT_PATTERN = r"producer|consumer|load-producer-[1-9]\d*|load-consumer-[1-9]\d*"
+NODE_REF_PATTERN = (r"^(b\d+|c\d+|controller-leader|controller-follower|partition-(leader|follower):[A-Za-z0-9._-]+-\d+|"
+                    + CLIENT_PATTERN + ")$")
 
 NodeRef = Annotated[
     str,
     Field(
         pattern=NODE_REF_PATTERN,
         description="a node name (b2, c1) or a selector resolved when the step runs: controller-leader, "
-        "controller-follower, partition-leader:t-0, partition-follower:t-0",
+        "controller-follower, partition-leader:t-0, partition-follower:t-0; network faults (isolate, partition, "
+        "link, heal) may also name a client: producer, consumer, load-producer-N, load-consumer-N",
     ),
 ]
+
+
+def is_client(ref: str) -> bool:
+    return re.fullmatch(CLIENT_PATTERN, ref) is not None
 PartitionRef = Annotated[str, Field(pattern=PARTITION_REF_PATTERN, description="topic-partition, e.g. t-0")]
 BrokerId = Annotated[int, Field(ge=1, description="a broker id, 1..cluster.brokers")]
 

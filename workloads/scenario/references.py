@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from .condition_spec import Condition
-from .names import split_partition_ref
+from .names import is_client, split_partition_ref
 from .schema import Scenario
 from .step_spec import (
     AlterConfigStep,
@@ -68,7 +68,29 @@ def _partition(sc: Scenario, ref: str, at: str) -> Iterator[Problem]:
         yield at, f"topic {topic!r} has partitions 0..{t.partitions - 1}, not {index}"
 
 
-def _node(sc: Scenario, ref: str, at: str) -> Iterator[Problem]:
+def _load_clients(sc: Scenario) -> tuple[int, int]:
+    """How many load producers and load consumers the scenario's load steps start in all."""
+    loads = [step.load for step in sc.steps if isinstance(step, LoadStep)]
+    return sum(a.producers for a in loads), sum(a.consumers for a in loads)
+
+
+def _client(sc: Scenario, ref: str, at: str, network: bool) -> Iterator[Problem]:
+    if not network:
+        yield at, f"{ref} is a client: only network faults (isolate, partition, link, heal) may name one"
+        return
+    if ref.startswith("load-"):
+        kind, number = ref.rsplit("-", 1)
+        started = _load_clients(sc)[0 if kind == "load-producer" else 1]
+        if int(number) > started:
+            yield at, (f"unknown client {ref!r}: the load steps start {started} {kind.removeprefix('load-')}s"
+                       + (f" ({kind}-1..{kind}-{started})" if started else ""))
+
+
+def _node(sc: Scenario, ref: str, at: str, *, network: bool = False) -> Iterator[Problem]:
+    """`network`: the step is a network fault, which may name a client."""
+    if is_client(ref):
+        yield from _client(sc, ref, at, network)
+        return
     if ref.startswith("partition-"):
         partition = ref.split(":", 1)[1]
         problems = list(_partition(sc, partition, at))
@@ -150,15 +172,17 @@ def _steps(sc: Scenario) -> Iterator[Problem]:
                     yield at, "a load needs at least one topic"
             case CrashStep(crash=a):
                 yield from _node(sc, a.node, f"{at}.node")
-            case RestartStep(restart=n) | ShutdownStep(shutdown=n) | IsolateStep(isolate=n) | HealStep(heal=n):
+            case RestartStep(restart=n) | ShutdownStep(shutdown=n):
                 yield from _node(sc, n, at)
+            case IsolateStep(isolate=n) | HealStep(heal=n):
+                yield from _node(sc, n, at, network=True)
             case PartitionStep(partition=groups):
                 for g, group in enumerate(groups):
                     for j, n in enumerate(group):
-                        yield from _node(sc, n, f"{at}[{g}][{j}]")
+                        yield from _node(sc, n, f"{at}[{g}][{j}]", network=True)
             case LinkStep(link=a):
-                yield from _node(sc, a.from_node, f"{at}.from")
-                yield from _node(sc, a.to_node, f"{at}.to")
+                yield from _node(sc, a.from_node, f"{at}.from", network=True)
+                yield from _node(sc, a.to_node, f"{at}.to", network=True)
             case WaitForStep(wait_for=c) | ExpectStep(expect=c):
                 yield from _condition(sc, c, at)
             case ElectStep(elect=a) | ListOffsetsStep(list_offsets=a):
