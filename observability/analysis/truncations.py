@@ -148,14 +148,13 @@ def _excuse_the_same_records_fetched_again(cuts: DataFrame, rows: DataFrame) -> 
     if not found:
         return cuts
     c = F.broadcast(spark.createDataFrame(found, c.schema))
-    appends = (rows.where((F.col("kind") == "appended") & F.col("offset").isin(sorted({r["cut_offset"] for r in found})))
-               .select(*REPLICA, "node_seq", F.col("offset").alias("base"), "count", "batch_crc"))
-    cut = [*REPLICA, "cut_seq"]
-    first_same = _same_batches(appends.join(c, on=list(REPLICA)).where(F.col("base") == F.col("cut_offset")), cut).collect()
-    if not first_same:
-        return cuts
     appends = (rows.where(F.col("kind") == "appended")
                .select(*REPLICA, "node_seq", F.col("offset").alias("base"), "count", "batch_crc"))
+    cut = [*REPLICA, "cut_seq"]
+    at_cut_offsets = appends.where(F.col("base").isin(sorted({r["cut_offset"] for r in found})))
+    first_same = _same_batches(at_cut_offsets.join(c, on=list(REPLICA)).where(F.col("base") == F.col("cut_offset")), cut).collect()
+    if not first_same:
+        return cuts
     window = F.broadcast(c.join(spark.createDataFrame(first_same, schema=[*cut]), on=cut, how="left_semi"))
     held = (appends.join(window, on=list(REPLICA))
             .where((F.col("base") + F.col("count") > F.col("cut_offset")) & (F.col("base") < F.col("hwm_before"))))
