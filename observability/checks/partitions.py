@@ -241,7 +241,7 @@ class PartitionChecks:
             return
         name = f"{key[0]}-{key[1]}"
         self._track_lossy_candidates(key, rec)
-        running = {b: r for b, reps in view.replicas.items() if (r := reps.get(key)) is not None}
+        running = self._running_replicas(key)
         replicas = {b: r for b, r in running.items() if b in rec.replicas}
         leaders = [(b, r) for b, r in replicas.items() if r.role == "leader"]
         self._advance_true_hwm(key, leaders)
@@ -265,6 +265,10 @@ class PartitionChecks:
         self._check_lost(key, running, found)
         self._check_reads(key, legit.log if legit is not None else None, found)
 
+    def _running_replicas(self, key: Key) -> dict[int, Any]:
+        """The partition's replicas on running brokers, by broker id."""
+        return {b: r for b, reps in self.view.replicas.items() if (r := reps.get(key)) is not None}
+
     def _check_acknowledged(self, key: Key, found: dict[str, str]) -> None:
         """What `_check_partition` judges of a partition's acknowledgements, alone: the acting
         leader holds them, and some replica does."""
@@ -275,7 +279,7 @@ class PartitionChecks:
         legit = view.acting_leader(key)
         if legit is not None:
             self._check_leader(key, f"{key[0]}-{key[1]}", rec, legit, self.true_hwm.get(key, 0), rec.min_isr, found)
-        running = {b: r for b, reps in view.replicas.items() if (r := reps.get(key)) is not None}
+        running = self._running_replicas(key)
         self._check_lost(key, running, found)
 
     def _advance_true_hwm(self, key: Key, leaders) -> None:

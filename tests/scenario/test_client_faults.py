@@ -29,9 +29,10 @@ def test_a_retry_after_a_lost_answer_writes_the_record_twice_unless_the_producer
         (tmp_path / name).mkdir()
     summary, _ = run_text(tmp_path / "plain", LOST_ANSWERS.replace("IDEMPOTENT", "false"))
     events = tmp_path / "plain" / "run" / "events"
-    faults = [r for r in read_history(events).to_pylist() if r["kind"] == "fault"]
+    history = read_history(events).to_pylist()
+    faults = [r for r in history if r["kind"] == "fault"]
     assert [(f["fault"], f["target"]) for f in faults] == [("link", "b1->load-producer-1"), ("heal", "all")]
-    retries = [r for r in read_history(events).to_pylist() if r["kind"] == "produce_retry"]
+    retries = [r for r in history if r["kind"] == "produce_retry"]
     assert retries and retries[0]["error"] == "REQUEST_TIMED_OUT"
     assert count_anomalies(events)["duplicate"] >= 1
     assert summary["ok"]  # no invariant is broken: a non-idempotent retry may duplicate (Kafka's at-least-once)
