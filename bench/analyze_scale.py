@@ -41,8 +41,8 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kraftlab.runner import run_scenario  # noqa: E402
-from workloads.scenario.loading import library_scenarios, load_scenario  # noqa: E402
+from kraftlab.runner import run_scenario
+from workloads.scenario.loading import library_scenarios, load_scenario
 
 BASE_SCENARIO = "last-replica-standing-load-no-elr"
 RENAMED = ("node", "producer", "consumer", "topic")

@@ -26,13 +26,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from actors.runtime.gc_tuning import tune_for_event_streams  # noqa: E402
-from actors.runtime.ray.cluster import RayCluster  # noqa: E402
-from observability.history import HistoryWriter  # noqa: E402
-from workloads.drivers import ray_cluster  # noqa: E402
-from workloads.scenario.schema import Scenario  # noqa: E402
-from workloads.scenario.step_spec import LoadArgs  # noqa: E402
-from workloads.steps import protocol_command  # noqa: E402
+from actors.runtime.gc_tuning import tune_for_event_streams
+from actors.runtime.ray.cluster import RayCluster
+from observability.history import HistoryWriter
+from workloads.drivers import ray_cluster
+from workloads.scenario.schema import Scenario
+from workloads.scenario.step_spec import LoadArgs
+from workloads.steps import protocol_command
 
 WARMUP_S = 5.0
 

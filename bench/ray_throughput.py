@@ -33,11 +33,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from observability.latency import LatencyHistogram  # noqa: E402
-from actors.runtime.ray import adapter  # noqa: E402
-from actors.runtime.ray.cluster import RayCluster  # noqa: E402
-from workloads.drivers import ray_cluster  # noqa: E402
-from workloads.scenario.schema import Scenario  # noqa: E402
+from actors.runtime.ray import adapter
+from actors.runtime.ray.cluster import RayCluster
+from observability.latency import LatencyHistogram
+from workloads.drivers import ray_cluster
+from workloads.scenario.schema import Scenario
 
 RECORD_BYTES = 100
 BUFFER_RECORDS = 4_000  # unthrottled load: records waiting or in flight at most (buffer.memory)
@@ -73,7 +73,6 @@ def _reading(role, now):
 
 def _stop(role, now):
     role.load = None
-    return None
 
 
 BROKERS = ("b1", "b2", "b3")

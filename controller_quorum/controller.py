@@ -81,7 +81,6 @@ from .unclean_recovery import (
     recovered_partition,
 )
 
-
 # Kafka's QuorumController: a pass of unclean elections that hit its cap is run again at once (10 ms
 # later, as Kafka defers an immediate event); maxElectionsPerImbalance is the cap.
 UNCLEAN_CHECK_AGAIN_MS = 10.0

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from actors.contract import Envelope, Flush, FlushCompleted, Output, RandomSource
-
 from observability.events import (
     RaftHighWatermark,
     RaftLeaderElected,

@@ -19,10 +19,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 
 from kraftlab import demo as demo_mod
-
 from kraftlab.runner import RunResult, RunSetupError, out_dir_problem, out_dir_refusal, run_scenario
 from workloads.scenario.loading import ScenarioError, library_scenarios, load_scenario, parse_yaml
 from workloads.scenario.schema import Scenario
+
 
 def _console(stderr: bool = False) -> Console:
     # Rich lays out for 80 columns when the output is not a terminal (a log, a pipe, CI): the

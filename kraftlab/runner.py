@@ -34,10 +34,10 @@ import yaml
 
 from actors.runtime.gc_tuning import tune_for_event_streams
 from observability.availability import AvailabilityTracker
-from observability.metrics.openmetrics import SIM_EPOCH_S, recorder_for
-from observability.metrics.serve import LockedSink, serve
 from observability.events import StepsDone
 from observability.history import HistoryWriter
+from observability.metrics.openmetrics import SIM_EPOCH_S, recorder_for
+from observability.metrics.serve import LockedSink, serve
 from observability.states import plain
 from workloads.drivers import build_cluster
 from workloads.scenario.schema import Scenario

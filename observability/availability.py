@@ -16,7 +16,6 @@ own record (the voters report the partitions it applies to again).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from .events import EventRecord
 

@@ -23,7 +23,6 @@ rows repeat per voter with the same `metadata_offset` (the record's offset in th
 from __future__ import annotations
 
 import re
-
 from collections.abc import Callable
 from typing import Any, NamedTuple
 

@@ -28,7 +28,16 @@ from actors.replication.messages import (
     MetadataRequest,
     MetadataResponse,
 )
-from observability.events import Consume, ConsumeDone, ConsumerDone, ConsumerReset, ConsumerSeek, FinalRead, FinalReadDone, ListOffsetsAnswer
+from observability.events import (
+    Consume,
+    ConsumeDone,
+    ConsumerDone,
+    ConsumerReset,
+    ConsumerSeek,
+    FinalRead,
+    FinalReadDone,
+    ListOffsetsAnswer,
+)
 
 from .records import decode_records
 

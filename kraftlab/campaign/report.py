@@ -13,8 +13,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from workloads.campaign.spec import Campaign, Cell, ExpectRule, same_value
 from workloads.campaign.generate import run_id
+from workloads.campaign.spec import Campaign, Cell, ExpectRule, same_value
 
 Z95 = 1.959963984540054
 

@@ -117,11 +117,7 @@ def _schema(rows: list[dict[str, Any]], columns: list[str]) -> pa.Schema:
             kind = pa.int64()
         elif values and all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
             kind = pa.float64()
-        elif values and all(isinstance(v, str) for v in values):
-            kind = pa.string()
-        elif not values:
-            kind = pa.string()
         else:
-            kind = pa.string()  # a matrix key whose values differ in type: as text
+            kind = pa.string()  # text, no value yet, or a matrix key whose values differ in type
         fields.append(pa.field(c, kind))
     return pa.schema(fields)

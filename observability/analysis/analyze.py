@@ -11,10 +11,10 @@ from typing import Any
 from .checks import campaign_checks, compute_run_results, overall_latency, run_checks, run_rows, timed
 from .loading import discover, load_history, unreadable_files_named
 from .output import write_json_atomically, write_table_atomically
-from .report import write_report
-from .session import start_local
 from .partitions import SCHEMA as PARTITIONS
 from .partitions import partition_figures
+from .report import write_report
+from .session import start_local
 from .windows import compute_windows, window_stats, write_dataframe, write_windows
 
 

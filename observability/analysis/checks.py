@@ -21,6 +21,7 @@ from .completeness import Census, take_census
 from .invariants import merged, recheck_invariants, summary_violations
 from .loading import Dataset, History
 
+
 @contextmanager
 def timed(timings: dict[str, float], name: str) -> Iterator[None]:
     started = time.perf_counter()

@@ -29,9 +29,9 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import yaml
 from pyspark.sql import DataFrame
 from pyspark.sql.types import DataType, StructField, StructType
-import yaml
 
 from observability.history import history_files
 

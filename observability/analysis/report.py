@@ -146,7 +146,7 @@ def campaign_sections(out_dir: Path, cells: list[dict[str, Any]], checks: dict[s
     """The per-cell table and the heatmap of which anomalies and invariants each cell's runs showed."""
     names = list((checks.get("anomalies") or {}).keys())
     for c in cells:
-        names += [n for n in list((c.get("anomalies") or {})) + list((c.get("invariants") or {})) if n not in names]
+        names += [n for n in list(c.get("anomalies") or {}) + list(c.get("invariants") or {}) if n not in names]
     fractions = [[fraction_showing(c, n) for n in names] for c in cells]
     labels = [report_html.cell_label(c.get("cell") or {}) for c in cells]
     heatmap = _write_png(out_dir, "heatmap.png", plots.heatmap_png(labels, names, fractions),

@@ -35,13 +35,20 @@ the loss.
 from __future__ import annotations
 
 from bisect import bisect_left
-from itertools import groupby
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from itertools import groupby
 from typing import Any
 
 from observability.checks.invariants import INVARIANT_NAMES
-from observability.events import CLEAN_ELECTIONS, NETWORK_FAULTS, NODE_FAULTS, UNCLEAN_ELECTIONS, EventRecord, fault_undone_by
+from observability.events import (
+    CLEAN_ELECTIONS,
+    NETWORK_FAULTS,
+    NODE_FAULTS,
+    UNCLEAN_ELECTIONS,
+    EventRecord,
+    fault_undone_by,
+)
 
 from .lost import LostRecords
 

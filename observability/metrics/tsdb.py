@@ -15,7 +15,6 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-
 METRICS_FILE = "metrics.om"
 
 

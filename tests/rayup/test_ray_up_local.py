@@ -208,7 +208,7 @@ NODES_PY = ("import json, ray; ray.init(address='auto', logging_level='ERROR'); 
 
 def alive_nodes(config: Path, autoscaler: str) -> list[list[str]]:
     done, _ = ray("exec", str(config), on_python(NODES_PY), autoscaler=autoscaler, timeout=120)
-    match = re.search(r"^NODES (.*)$", done.stdout, re.M)
+    match = re.search(r"^NODES (.*)$", done.stdout, re.MULTILINE)
     return json.loads(match.group(1)) if done.returncode == 0 and match else []
 
 
@@ -294,7 +294,7 @@ def test_ray_up_local_over_ssh(wheel, tmp_path, autoscaler):
         # (Only since the run began: the TSDB in the user's home keeps earlier runs' samples.)
         window = int(time.monotonic() - run_began) + 1
         prom, _ = on_head(on_python(PROMETHEUS_PY.replace("WINDOW", str(window))), timeout=60)
-        answer = re.search(r"^PROMETHEUS (.*)$", prom.stdout, re.M)
+        answer = re.search(r"^PROMETHEUS (.*)$", prom.stdout, re.MULTILINE)
         assert prom.returncode == 0 and answer, tail(prom)
         ready, tsdb, acked = json.loads(answer.group(1))
         log(f"prometheus on the head: ready {ready}, tsdb {tsdb}, most kraftlab_records_total{{outcome=ok}} scraped {acked}")

@@ -6,9 +6,9 @@ import pyarrow.compute as pc
 import pytest
 
 from kraftlab.runner import run_scenario
-from workloads.scenario.loading import load_scenario
 from observability.history import read_history
 from tests.history_checks import assert_complete_history, lost_writes
+from workloads.scenario.loading import load_scenario
 
 
 def run(name, tmp_path, sub="run", **overrides):

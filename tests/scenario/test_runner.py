@@ -11,9 +11,9 @@ from click.testing import CliRunner
 
 from actors.broker_node import BrokerNode
 from kraftlab.cli import main
+from observability.history import read_rows
 from workloads.scenario.loading import load_scenario
 from workloads.scenario.schema import Scenario
-from observability.history import read_rows
 
 SUMMARY_KEYS = {"scenario", "seed", "runtime", "ok", "failures", "violations", "stats", "final", "replay"}
 STATS_KEYS = {"acked", "failed", "acked_lost", "consumed", "elections_clean", "elections_unclean", "elections_elr", "events", "sim_ms", "wall_s", "trace_hash"}

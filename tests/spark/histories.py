@@ -7,7 +7,16 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from observability.events import Consume, ConsumerDone, ConsumerSeek, EventRecord, FinalRead, FinalReadDone, ProduceAck, ProduceSend
+from observability.events import (
+    Consume,
+    ConsumerDone,
+    ConsumerSeek,
+    EventRecord,
+    FinalRead,
+    FinalReadDone,
+    ProduceAck,
+    ProduceSend,
+)
 from observability.history import HistoryWriter
 
 PRODUCER = "p1"

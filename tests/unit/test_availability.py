@@ -1,8 +1,8 @@
 """The availability figures: offline and under-min-ISR time from the voters' partition_change events."""
 
-from observability.latency import LatencyHistogram
 from observability.availability import AvailabilityTracker
 from observability.events import EventRecord, PartitionChange
+from observability.latency import LatencyHistogram
 
 
 def state(tracker, at_ms, epoch, leader, under, node="c1"):

@@ -93,7 +93,7 @@ class _FakeGrafana(BaseHTTPRequestHandler):
         self.requests.append((self.command, self.path, self.headers.get("Authorization"), body))
         return body
 
-    def do_GET(self):  # noqa: N802
+    def do_GET(self):
         self._record()
         uid = self.path.rsplit("/", 1)[-1]
         if self.path.startswith("/api/folders/") and uid in self.folders:
@@ -101,7 +101,7 @@ class _FakeGrafana(BaseHTTPRequestHandler):
         else:
             self._answer(404, {"message": "folder not found"})
 
-    def do_POST(self):  # noqa: N802
+    def do_POST(self):
         body = self._record()
         if self.path == "/api/folders":
             self.folders.add(body["uid"])

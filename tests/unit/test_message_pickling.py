@@ -13,8 +13,8 @@ import pytest
 import actors.replication.messages as replication_messages
 import controller_quorum.messages as quorum_messages
 import controller_quorum.requests as quorum_requests
-import storage.partition_log as partition_log
 from actors.contract import Envelope, pickled_by_fields
+from storage import partition_log
 
 MODULES = (replication_messages, quorum_messages, quorum_requests, partition_log)
 

@@ -129,7 +129,7 @@ def test_installs_pyprojects_pins():
     """Nodes install the wheel with its dependencies, which its metadata pins as pyproject.toml
     does; any version the cluster files or node.sh name themselves must be pyproject.toml's."""
     text = NODE_SH.read_text()
-    assert re.search(r'pip" install --quiet "\$wheel"$', text, re.M), "the wheel's first install must resolve its pinned dependencies"
+    assert re.search(r'pip" install --quiet "\$wheel"$', text, re.MULTILINE), "the wheel's first install must resolve its pinned dependencies"
     pinned = pins()
     assert "ray" in pinned and "raydp" in pinned and "pyspark" in pinned  # every dependency is pinned exactly
     for path in [*FILES, NODE_SH]:

@@ -55,7 +55,7 @@ class KafkaConfig(Strict):
     log_segment_bytes: PositiveInt = Field(1 << 30, alias="log.segment.bytes")
 
     @model_validator(mode="after")
-    def _socket_timeout_covers_the_fetch_wait(self) -> "KafkaConfig":
+    def _socket_timeout_covers_the_fetch_wait(self) -> KafkaConfig:
         # Kafka's own check (KafkaConfig: "replica.socket.timeout.ms should always be at least
         # replica.fetch.wait.max.ms"): a shorter timeout gives up on every long-poll fetch.
         timeout = self.replica_socket_timeout_ms

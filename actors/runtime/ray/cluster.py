@@ -29,9 +29,9 @@ from observability.events import CrashLost, Fault, HostMoved, link_target, parti
 from storage.modes import CrashKind
 
 from . import adapter, file_store
-from .world import RayNode, RayWorld
 from .placement import assign_hosts
 from .role_specs import RoleSpec
+from .world import RayNode, RayWorld
 
 BOOTSTRAP_TIMEOUT_MS = 90_000.0
 POLL_INTERVAL_MS = 50.0

@@ -34,8 +34,8 @@ import asyncio
 import random
 import time
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from actors.contract import (

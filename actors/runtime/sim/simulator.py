@@ -45,7 +45,16 @@ from actors.contract import (
     Truncate,
 )
 from actors.runtime.network import LatencyModel, NetworkFaults
-from observability.events import DRIVER, CrashLost, Fault, HostBoot, InvariantViolated, ProcessStart, ProcessStop, StorageFlushed
+from observability.events import (
+    DRIVER,
+    CrashLost,
+    Fault,
+    HostBoot,
+    InvariantViolated,
+    ProcessStart,
+    ProcessStop,
+    StorageFlushed,
+)
 from storage.disk import FlushTicket, SimDisk
 from storage.modes import CrashKind, StorageMode
 
