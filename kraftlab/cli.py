@@ -42,6 +42,15 @@ def _input_error(message: str) -> None:
     sys.exit(2)
 
 
+def _refuse_unreachable_ray(address: str | None) -> None:
+    """Exit 2 before anything runs when --address (or RAY_ADDRESS) names no reachable Ray cluster."""
+    from actors.runtime.ray.adapter import address_problem  # Ray is only loaded when used
+
+    problem = address_problem(address, os.environ)
+    if problem is not None:
+        _input_error(problem)
+
+
 def _refuse_unusable_out(out_dir: Path) -> None:
     problem = out_dir_problem(out_dir)
     if problem is not None:
@@ -169,6 +178,8 @@ def campaign(campaign_file: str, out_dir: Path | None, parallel: int | None, add
         return
     target = out_dir if out_dir is not None else default_out(loaded)
     _refuse_unusable_out(target)
+    if parallel != 0:  # 0: every run in this process, without Ray
+        _refuse_unreachable_ray(address)
     try:
         summary = execute_campaign(loaded, target, parallel=parallel, address=address, console=out, minimize_budget=minimize_budget)
     except CampaignError as exc:
@@ -201,6 +212,8 @@ def demo(runtime: str, address: str | None, out_dir: Path | None, analyze_too: b
         _refuse_unusable_out(out_dir)
     if out_dir is not None and out_dir.exists() and any(out_dir.iterdir()):
         _input_error(f"--out {out_dir}: the folder exists and is not empty")
+    if runtime == "ray" or (analyze_too and engine == "raydp"):  # else no Ray: runs in the simulator, local Spark
+        _refuse_unreachable_ray(address)
     out.print(f"[bold]Last Replica Standing[/] (KIP-966) under acks=all load on page-cache storage, ELR on vs off  runtime={runtime}", highlight=False)
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[step]}"), TimeElapsedColumn())
     with Progress(*columns, console=out) as progress:
@@ -261,6 +274,8 @@ def analyze(run_dir: Path, out_dir: Path | None, engine: str, address: str | Non
 
     out_dir = out_dir if out_dir is not None else run_dir / "analysis"
     _refuse_unusable_out(out_dir)
+    if engine == "raydp":
+        _refuse_unreachable_ray(address)
     try:
         with out.status(f"analyzing with Spark ({engine})…"):
             if engine == "raydp":

@@ -50,6 +50,25 @@ class RunSetupError(Exception):
     """The run cannot start (e.g. the output folder is taken): exit code 2, nothing written."""
 
 
+def _join_ray(address: str | None) -> None:
+    """Join the Ray cluster `address` (or RAY_ADDRESS) names, or start an embedded one, before the
+    run directory exists: a cluster that cannot be joined is the user's input (exit 2), not a
+    failed run."""
+    from actors.runtime.ray import adapter  # Ray is only loaded when used
+
+    problem = adapter.address_problem(address, os.environ)
+    if problem is not None:
+        raise RunSetupError(problem)
+    named = address or os.environ.get("RAY_ADDRESS")
+    try:
+        adapter.connect(address)
+    except Exception as exc:
+        if not named:
+            raise  # the embedded Ray did not start: not the user's input
+        raise RunSetupError(f"{'--address' if address else 'RAY_ADDRESS'} {named}: cannot join the Ray cluster there "
+                            f"({type(exc).__name__}: {exc}); {adapter.ADDRESS_EXPECTED}") from None
+
+
 @dataclass
 class RunResult:
     summary: dict[str, Any]
@@ -122,12 +141,17 @@ def run_scenario(
     problem = out_dir_refusal(final_dir)
     if problem is not None:
         raise RunSetupError(problem)
+    started = time.perf_counter()
+    logs_since = time.time()
+    if scenario.runtime == "ray":
+        _join_ray(address)
     final_dir.parent.mkdir(parents=True, exist_ok=True)
     work_dir = final_dir.with_name(f".{final_dir.name}.partial-{os.getpid()}")
     shutil.rmtree(work_dir, ignore_errors=True)
     work_dir.mkdir(parents=True)
 
-    started = time.perf_counter()
+    # A Ray run's clock starts once Ray is up (its cluster's `epoch_s` is taken then): metrics.om
+    # stamps `time_ms` from here, so its samples line up with the wall clock.
     started_at = time.time()
     events = HistoryWriter(work_dir / "events")
     availability = AvailabilityTracker()
@@ -187,7 +211,7 @@ def run_scenario(
     if scenario.runtime == "ray":  # also when the cluster never came up: Ray's logs tell why
         from actors.runtime.ray import adapter  # Ray is only loaded when used
 
-        adapter.copy_embedded_logs(work_dir / "ray", started_at)
+        adapter.copy_embedded_logs(work_dir / "ray", logs_since)
     (work_dir / "scenario.yaml").write_text(yaml.safe_dump(scenario.model_dump(by_alias=True), sort_keys=False))
     if error is not None:
         (work_dir / "error.txt").write_text(error)

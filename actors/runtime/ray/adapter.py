@@ -13,6 +13,7 @@ import asyncio
 import os
 import secrets
 import shutil
+import socket
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
@@ -66,6 +67,42 @@ def ray_init_arguments(address: str | None, environ: Mapping[str, str],
             arguments["_system_config"] = {"worker_niceness": worker_niceness}
         return arguments
     return {"address": address, "logging_level": "ERROR", "log_to_driver": False}
+
+
+ADDRESS_EXPECTED = ("expected the address of a running Ray cluster (host:port, as `ray start --head` prints it; "
+                    "ray://host:port for Ray Client; auto for the cluster started on this machine), "
+                    "or no address for an embedded local Ray")
+
+
+def address_problem(address: str | None, environ: Mapping[str, str], timeout_s: float = 3.0) -> str | None:
+    """Why the Ray cluster named by `address` (or RAY_ADDRESS) cannot be joined, found before
+    anything runs; None when something answers there, or when none is named (an embedded Ray).
+
+    Checked here because `ray.init` does not fail on an address where nothing listens: it retries
+    for minutes, printing only Ray's own C++ warnings, and ignores SIGTERM meanwhile. Only that
+    something accepts connections is checked; joining can still fail, and says why."""
+    given, source = (address, "--address") if address else (environ.get("RAY_ADDRESS") or None, "RAY_ADDRESS")
+    if given is None or given == "local":
+        return None
+    target = given.removeprefix("ray://")
+    if target == "auto":
+        from ray._private import services
+
+        try:
+            target = services.canonicalize_bootstrap_address("auto")
+        except Exception as exc:  # noqa: BLE001 - Ray's lookup failing is the answer
+            return f"{source} {given}: no Ray cluster found on this machine ({exc}); {ADDRESS_EXPECTED}"
+        if target is None:
+            return f"{source} {given}: no Ray cluster found on this machine; {ADDRESS_EXPECTED}"
+    host, _, port = target.rpartition(":")
+    if not host or not port.isdigit():
+        return f"{source} {given}: not host:port; {ADDRESS_EXPECTED}"
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            return None
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__
+        return f"{source} {given}: no Ray cluster answers at {host}:{port} ({why}); {ADDRESS_EXPECTED}"
 
 
 def connect(address: str | None, worker_niceness: int | None = None) -> dict[str, Any]:
