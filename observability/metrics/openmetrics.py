@@ -77,10 +77,13 @@ class OpenMetricsFile:
         tmp = self.path.with_name(f".{self.path.name}.partial")
         try:
             with open(tmp, "w") as out:
-                for family in sorted(self._files):
+                # Every family, those with no sample too (no fault in the run, no topic): a reader
+                # finds each name contract.md lists, declared with its type.
+                for family in sorted(FAMILIES):
                     spec = FAMILIES[family]
                     out.write(f"# TYPE {family} {spec.type}\n# HELP {family} {spec.help}\n")
-                    out.writelines(line.split("\t", 1)[1] for line in _by_series(self._spool / family))
+                    if family in self._files:
+                        out.writelines(line.split("\t", 1)[1] for line in _by_series(self._spool / family))
                 out.write("# EOF\n")
             os.replace(tmp, self.path)
         finally:

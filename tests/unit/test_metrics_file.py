@@ -10,7 +10,7 @@ from collections import defaultdict
 from kraftlab.runner import run_scenario
 from observability.checks.invariants import INVARIANT_NAMES
 from observability.metrics.openmetrics import SIM_EPOCH_S
-from workloads.scenario.loading import load_scenario
+from workloads.scenario.loading import load_scenario, validate
 
 CONTRACT_SERIES = (
     "kafka_server_replicamanager_underreplicatedpartitions", "kafka_server_replicamanager_underminisrpartitioncount",
@@ -59,6 +59,20 @@ def test_metrics_om_is_openmetrics_with_every_series_of_the_contract(tmp_path):
     # Counters end in _total, and only counters.
     types = {line.split()[2]: line.split()[3] for line in lines if line.startswith("# TYPE")}
     assert {f for f, t in types.items() if t == "counter"} == {n[: -len("_total")] for n in names if n.endswith("_total")}
+
+
+def test_a_family_with_no_series_in_the_run_is_still_declared(tmp_path):
+    """A run with no topic and no fault: no partition or fault series can exist, and the file
+    still declares every family contract.md names, with its type, so a reader finds each name."""
+    scenario = validate({"name": "quiet", "cluster": {"brokers": 1, "controllers": 1}, "steps": [{"wait": 2000}]}, "quiet.yaml")
+    result = run_scenario(scenario, source="quiet.yaml", out_dir=tmp_path / "quiet")
+    lines = (result.run_dir / "metrics.om").read_text().splitlines()
+    declared = {line.split()[2] for line in lines if line.startswith("# TYPE")}
+    sampled = {SAMPLE.match(line).group(1) for line in lines if not line.startswith("#")}
+    assert "kraftlab_partition_leader" not in sampled and "kraftlab_fault_active" not in sampled
+    for name in CONTRACT_SERIES:
+        family = name.removesuffix("_total").removesuffix("_bucket")
+        assert family in declared, name
 
 
 def test_the_same_seed_gives_the_same_metrics(tmp_path):
