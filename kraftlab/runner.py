@@ -32,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from actors.runtime.gc_tuning import tune_for_event_streams
+from actors.runtime.gc_tuning import release_finished_run, tune_for_event_streams
 from observability.availability import AvailabilityTracker
 from observability.events import StepsDone
 from observability.history import HistoryWriter
@@ -120,7 +120,18 @@ def out_dir_problem(out_dir: Path) -> str | None:
     return None
 
 
-def run_scenario(
+def run_scenario(scenario: Scenario, *, source: str, **options: Any) -> RunResult:
+    """Run `scenario` and write its run directory (`_run_scenario`, which documents the options),
+    then free the run's world: the simulator or the Ray driver's cluster, every role, log and
+    check, one large reference cycle that only a full collection frees (gc_tuning.py). Without it
+    a process running run after run (a campaign's worker) grew by the size of each run's world."""
+    try:
+        return _run_scenario(scenario, source=source, **options)
+    finally:
+        release_finished_run()
+
+
+def _run_scenario(
     scenario: Scenario,
     *,
     source: str,

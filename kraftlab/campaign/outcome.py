@@ -83,13 +83,30 @@ def safe_name(sig: str) -> str:
 
 def flat_stats(stats: dict[str, Any], prefix: str = "stats.") -> dict[str, Any]:
     """The summary's stats as columns `stats.<name>` (nested mappings by dotted path; lists, such
-    as a Ray run's placement, left out)."""
+    as a Ray run's placement, left out). `availability`, a mapping per partition, is summed up
+    over the partitions (`availability_columns`): a column per partition made a row of a
+    1,000-partition run 3,000 columns and 142 KB of the results log."""
     out: dict[str, Any] = {}
     for key, value in stats.items():
-        if isinstance(value, dict):
+        if key == "availability" and prefix == "stats." and isinstance(value, dict):
+            out |= availability_columns(value, f"{prefix}{key}.")
+        elif isinstance(value, dict):
             out |= flat_stats(value, f"{prefix}{key}.")
         elif not isinstance(value, list):
             out[f"{prefix}{key}"] = value
+    return out
+
+
+def availability_columns(per_partition: dict[str, dict[str, float]], prefix: str) -> dict[str, Any]:
+    """A run's availability whatever its number of partitions: for each figure (`offline_ms`,
+    `under_min_isr_ms`, `unavailable_ms`), the worst partition's (`max_offline_ms`...) and how many
+    partitions had any (`partitions_offline`...)."""
+    out: dict[str, Any] = {}
+    figures = sorted({name for figures in per_partition.values() for name in figures})
+    for name in figures:
+        values = [figures.get(name) or 0.0 for figures in per_partition.values()]
+        out[f"{prefix}max_{name}"] = max(values)
+        out[f"{prefix}partitions_{name.removesuffix('_ms')}"] = sum(1 for v in values if v > 0)
     return out
 
 

@@ -84,9 +84,11 @@ def write_parquet(rows: Iterable[dict[str, Any]], path: Path, first_columns: lis
     """`results.parquet` from the rows: `first_columns` first (run, seed, the matrix keys, ...),
     then every other column any row has, in the order first seen. Returns the number of rows."""
     rows = list(rows)
-    columns = list(first_columns)
+    seen = dict.fromkeys(first_columns)  # ordered, and a set: rows may have hundreds of columns
     for row in rows:
-        columns += [k for k in row if k not in columns]
+        for key in row:
+            seen.setdefault(key)
+    columns = list(seen)
     schema = _schema(rows, columns)
     text = {f.name for f in schema if f.type == pa.string()}
     table = pa.Table.from_pylist(

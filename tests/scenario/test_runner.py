@@ -271,3 +271,26 @@ def test_the_end_of_the_steps_judges_everything_once_more(tmp_path, monkeypatch)
     assert calls == [1]  # once, not after every event
     assert result.exit_code == 1 and not summary["ok"]
     assert [(v["invariant"], v["detail"]) for v in summary["violations"]] == [("LogMatching", "seen by the end-of-steps check")]
+
+
+def test_a_finished_run_leaves_nothing_of_its_world_in_the_process(tmp_path, monkeypatch):
+    """A run's world (simulator, roles, logs, checks) is one big reference cycle, which the
+    collector's raised thresholds (gc_tuning.py) almost never collect: a process running run after
+    run, as a campaign's workers do, grew by every run's world until `run_scenario` freed it."""
+    import weakref
+
+    import kraftlab.runner as runner
+
+    worlds = []
+    build = runner.build_cluster
+
+    def build_and_watch(*args, **kwargs):
+        cluster = build(*args, **kwargs)
+        worlds.append(weakref.ref(cluster))
+        return cluster
+
+    monkeypatch.setattr(runner, "build_cluster", build_and_watch)
+    for name in ("last-replica-standing-load", "sim-faults-smoke"):
+        scenario, _ = load_scenario(name)
+        runner.run_scenario(scenario, source=name, out_dir=tmp_path / name)
+    assert len(worlds) == 2 and [ref() for ref in worlds] == [None, None]

@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
+import pyarrow.parquet as pq
+
 from observability.events import (
     Consume,
     ConsumerDone,
@@ -17,7 +19,7 @@ from observability.events import (
     ProduceAck,
     ProduceSend,
 )
-from observability.history import HistoryWriter
+from observability.history import HistoryWriter, events_table
 
 PRODUCER = "p1"
 LOAD_CONSUMER = "load-consumer-1"
@@ -70,8 +72,15 @@ class History:
     def final_done(self, complete: bool = True, topic: str = "t", partition: int = 0, broker: int = 1, hwm: int | None = 5) -> History:
         return self.add(STEP_CONSUMER, FinalReadDone(topic, partition, "leader", broker, hwm if complete else None, complete))
 
-    def write(self, run_dir: Path) -> Path:
-        writer = HistoryWriter(Path(run_dir) / "events")
+    def write(self, run_dir: Path, file_per_node: bool = False) -> Path:
+        """The history as kraftlab's writer leaves a short run's (one file), or with a file per node."""
+        events = Path(run_dir) / "events"
+        if file_per_node:
+            events.mkdir(parents=True, exist_ok=True)
+            for node in dict.fromkeys(rec.node for rec in self.records):
+                pq.write_table(events_table([rec for rec in self.records if rec.node == node]), events / f"{node}-00000.parquet")
+            return Path(run_dir)
+        writer = HistoryWriter(events)
         for rec in self.records:
             writer(rec)
         writer.close()

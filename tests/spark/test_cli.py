@@ -69,7 +69,7 @@ def test_a_corrupt_page_that_spark_finds_is_named_too(spark, tmp_path):
     # naming that file (found again with pyarrow once Spark has failed). The load consumer's file:
     # it holds a kind the control cache reads (`consumer_done`), so Spark decodes its pages (a
     # file of record kinds only is skipped by its `kind` dictionary until a check reads it).
-    run_dir = clean().write(tmp_path / "run")
+    run_dir = clean().write(tmp_path / "run", file_per_node=True)
     path = run_dir / "events" / "load-consumer-1-00000.parquet"
     data = bytearray(path.read_bytes())
     data[4:68] = b"\xff" * 64  # the first column chunk (time_ms, read by every check), not the footer
@@ -82,7 +82,7 @@ def test_a_corrupt_page_that_spark_finds_is_named_too(spark, tmp_path):
 def test_a_corrupt_page_found_by_a_check_is_named_too(spark, tmp_path):
     # The producer's file holds record kinds only: the loading skips its pages, the first check
     # that reads them fails. That is bad input as well, naming the file, with no checks.json.
-    run_dir = clean().write(tmp_path / "run")
+    run_dir = clean().write(tmp_path / "run", file_per_node=True)
     path = run_dir / "events" / "p1-00000.parquet"
     data = bytearray(path.read_bytes())
     data[4:68] = b"\xff" * 64

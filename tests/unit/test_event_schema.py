@@ -68,6 +68,9 @@ def test_the_writer_rolls_files_per_node_with_the_full_schema_and_reads_back_in_
     # p1 reached 4 rows twice: two files; b1 has not reached 4 rows' roll yet past its first.
     assert sorted(p.name for p in history_files(tmp_path)) == ["b1-00000.parquet", "p1-00000.parquet", "p1-00001.parquet"]
     writer.close()
+    # What was pending at the end (b1's fifth row, p1's last two): one file for both nodes.
+    assert sorted(p.name for p in history_files(tmp_path)) == ["b1-00000.parquet", "nodes-00000.parquet", "p1-00000.parquet", "p1-00001.parquet"]
+    assert pq.read_table(tmp_path / "nodes-00000.parquet").column("node").to_pylist() == ["b1", "p1", "p1"]
     assert all(pq.read_schema(p).equals(SCHEMA) for p in history_files(tmp_path))
     table = read_history(tmp_path)
     assert table.num_rows == 5 + 10 == writer.rows
