@@ -102,9 +102,9 @@ def availability_columns(per_partition: dict[str, dict[str, float]], prefix: str
     `under_min_isr_ms`, `unavailable_ms`), the worst partition's (`max_offline_ms`...) and how many
     partitions had any (`partitions_offline`...)."""
     out: dict[str, Any] = {}
-    figures = sorted({name for figures in per_partition.values() for name in figures})
-    for name in figures:
-        values = [figures.get(name) or 0.0 for figures in per_partition.values()]
+    names = sorted({name for partition in per_partition.values() for name in partition})
+    for name in names:
+        values = [partition.get(name) or 0.0 for partition in per_partition.values()]
         out[f"{prefix}max_{name}"] = max(values)
         out[f"{prefix}partitions_{name.removesuffix('_ms')}"] = sum(1 for v in values if v > 0)
     return out
