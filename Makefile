@@ -27,6 +27,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/ray_profile.py
 	$(BIN)/python bench/ray_observation.py
 	$(BIN)/python bench/campaign_rate.py
+	$(BIN)/python bench/campaign_memory.py
 
 schema: $(STAMP)
 	$(BIN)/kraftlab schema > workloads/scenario.schema.json

@@ -25,7 +25,7 @@ from . import orchestrate
 from .execute import InProcess, OnRay
 from .minimize import DEFAULT_BUDGET, minimize, write_minimal
 from .outcome import safe_name
-from .report import cell_reports, check_expect, signatures
+from .report import CampaignTally, check_expect
 
 
 def runtime_of(campaign: Campaign, cell: Cell) -> str:
@@ -52,16 +52,16 @@ def execute_campaign(campaign: Campaign, out: Path, *, parallel: int | None, add
         task = bar.add_task("runs", total=total, rate="")
 
         def on_start(progress: orchestrate.Progress) -> None:
-            bar.update(task, completed=len(progress.rows))
+            bar.update(task, completed=progress.done)
             if progress.resumed:
                 console.print(f"resuming: {progress.resumed:,} runs already done in {out / orchestrate.LOG_NAME}", highlight=False)
 
         def on_row(progress: orchestrate.Progress, row: dict[str, Any]) -> None:
-            done_now = len(progress.rows) - progress.resumed
+            done_now = progress.done - progress.resumed
             per_min = done_now / max(1e-9, (time.monotonic() - started) / 60)
             failing = progress.failures_by_signature()
             shown = ", ".join(f"{sig} {n}" for sig, n in list(failing.items())[:3]) + (" …" if len(failing) > 3 else "")
-            bar.update(task, completed=len(progress.rows), rate=f"{per_min:,.1f} runs/min" + (f"  failures: {shown}" if shown else ""))
+            bar.update(task, completed=progress.done, rate=f"{per_min:,.1f} runs/min" + (f"  failures: {shown}" if shown else ""))
 
         try:
             progress = orchestrate.run_campaign(campaign, out, make_executor, on_start=on_start, on_row=on_row)
@@ -69,28 +69,27 @@ def execute_campaign(campaign: Campaign, out: Path, *, parallel: int | None, add
             console.print(f"[yellow]interrupted[/]: the finished runs are in {out / orchestrate.LOG_NAME}; "
                           "run the same command again to run only what is missing", highlight=False)
             raise
-    rows = progress.rows
-    minimal = minimize_signatures(campaign, out, rows, console, minimize_budget, parallel, address)
-    summary = build_summary(campaign, out, rows, minimal, time.monotonic() - started)
+    minimal = minimize_signatures(campaign, out, progress.tally, console, minimize_budget, parallel, address)
+    summary = build_summary(campaign, out, progress.tally, minimal, time.monotonic() - started)
     orchestrate.write_json(out / "summary.json", summary)
     return summary
 
 
-def minimize_signatures(campaign: Campaign, out: Path, rows: dict[str, dict[str, Any]], console: Console, budget: int,
+def minimize_signatures(campaign: Campaign, out: Path, tally: CampaignTally, console: Console, budget: int,
                         parallel: int | None = None, address: str | None = None) -> dict[str, Any]:
     """failures/<signature>/minimal.yaml for each failure signature (kept when already there), the
     signatures minimized at once, each a Ray task (in this process with `--parallel 0`)."""
     found: dict[str, Any] = {}
     cells = {c.index: c for c in campaign.spec.cells()}
     jobs = []
-    for sig in signatures(rows):
+    for sig in tally.signatures():
         if sig.startswith("error-") or campaign.spec.faults is None or budget == 0:
             continue
         directory = out / "failures" / safe_name(sig)
         if (directory / "minimize.json").is_file():
             found[sig] = json.loads((directory / "minimize.json").read_text())
             continue
-        first = min((r for r in rows.values() if r["signature"] == sig), key=lambda r: (r["cell"], r["seed"]))
+        first = tally.first_failing[sig]
         if runtime_of(campaign, cells[first["cell"]]) == "sim":
             jobs.append((sig, directory, (campaign, cells[first["cell"]], first["seed"], first, (out / "runs" / first["run"]).resolve(), budget)))
     if not jobs:
@@ -120,10 +119,10 @@ def _minimizer(parallel: int | None, address: str | None):
     return task_submitter(minimize)
 
 
-def build_summary(campaign: Campaign, out: Path, rows: dict[str, dict[str, Any]], minimal: dict[str, Any], wall_s: float) -> dict[str, Any]:
-    reports = cell_reports(campaign, rows)
+def build_summary(campaign: Campaign, out: Path, tally: CampaignTally, minimal: dict[str, Any], wall_s: float) -> dict[str, Any]:
+    reports = tally.reports()
     verdicts = check_expect(campaign, reports)
-    sigs = signatures(rows)
+    sigs = tally.signatures()
     for sig, entry in sigs.items():
         if sig in minimal:
             entry["minimal"] = {k: minimal[sig][k] for k in ("minimal", "replay", "before", "after", "reproduced", "candidate_runs")}
@@ -136,7 +135,7 @@ def build_summary(campaign: Campaign, out: Path, rows: dict[str, dict[str, Any]]
         "campaign": campaign.spec.name,
         "out": str(out),
         "runs": count_runs(campaign),
-        "done": len(rows),
+        "done": len(tally.done),
         "errors": errors,
         "ok": all(v["held"] for v in verdicts) and errors == 0 and unexpected == 0,
         "unexpected": unexpected,

@@ -16,18 +16,20 @@ directory without a log line (the campaign was killed between the two) is run ag
 half-written directories of runs in flight at the kill are removed. An `--out` holding another
 campaign (another matrix, seeds, faults, load or base scenario) is refused, naming the difference.
 
-Memory: the plan is a generator and at most `window` runs are in flight, so a campaign holds the
-runs in flight plus one small row per finished run (the table's counts).
+Memory: the plan is a generator and at most `window` runs are in flight; a finished run's row is
+logged and folded into the tally (report.py, `CampaignTally`), which keeps counts and the first
+few examples, not rows; results.parquet is written from the log a batch of rows at a time. So a
+campaign of 100,000 runs holds the runs in flight, the tally and the finished runs' ids
+(bench/campaign_memory.py).
 """
 
 from __future__ import annotations
 
 import json
 import shutil
-from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +40,8 @@ from workloads.campaign.spec import VARIANT_KEY, Campaign, CampaignError, Campai
 from workloads.scenario.loading import Problem
 
 from .execute import Executor, result_or_error
-from .results_log import LOG_NAME, PARQUET_NAME, ResultsLog, read_log, write_parquet
+from .report import CampaignTally
+from .results_log import LOG_NAME, PARQUET_NAME, LogRows, ResultsLog, iter_log, write_parquet
 
 CAMPAIGN_FILE = "campaign.yaml"
 BASE_FILE = "base-scenario.yaml"
@@ -48,28 +51,23 @@ DEFAULT_ROOT = Path("campaigns")
 IDENTITY_KEYS = ("name", "seeds", "set", "matrix", "variants", "faults", "load")
 
 
-# What the report, the signatures and the minimizer read of a row: the rest (the summary's stats,
-# a traceback) stays in the log and results.parquet, so 100,000 finished runs stay small in memory.
-KEPT = ("run", "cell", "seed", "status", "violations", "excused", "signature", "replay", "first_violation_ms", "stats.acked",
-        "stats.acked_lost")
-
-
 @dataclass
 class Progress:
-    """What the progress bar shows; `rows` holds every finished run's row, cut to KEPT."""
+    """What the progress bar and the report read: the finished runs folded into a tally, never kept."""
 
     total: int
-    rows: dict[str, dict[str, Any]] = field(default_factory=dict)
+    tally: CampaignTally
     resumed: int = 0  # runs the log already held at the start
-    failing: Counter = field(default_factory=Counter)  # signature -> runs, kept as rows arrive
+
+    @property
+    def done(self) -> int:
+        return len(self.tally.done)
 
     def add(self, row: dict[str, Any]) -> None:
-        self.rows[row["run"]] = {k: row.get(k) for k in KEPT}
-        if row["status"] != "ok":
-            self.failing[row["signature"]] += 1
+        self.tally.add(row)
 
     def failures_by_signature(self) -> dict[str, int]:
-        return dict(self.failing.most_common())
+        return {sig: entry["runs"] for sig, entry in self.tally.signatures().items()}
 
 
 def default_out(campaign: Campaign) -> Path:
@@ -146,13 +144,13 @@ def run_campaign(
     runs_dir = (out / "runs").resolve()
     remove_partial_runs(runs_dir)
     log_path = out / LOG_NAME
-    progress = Progress(count_runs(campaign))
-    for row in read_log(log_path).values():
+    progress = Progress(count_runs(campaign), CampaignTally(campaign))
+    for row in iter_log(log_path):
         progress.add(row)
-    progress.resumed = len(progress.rows)
+    progress.resumed = progress.done
     if on_start is not None:
         on_start(progress)
-    todo = _missing(campaign, progress.rows)
+    todo = _missing(campaign, progress.tally.done)
     log = ResultsLog(log_path)
     executor: Executor | None = None
     in_flight: dict[Future, RunPlan] = {}
@@ -182,7 +180,7 @@ def run_campaign(
     return progress
 
 
-def _missing(campaign: Campaign, done: dict[str, Any]) -> Iterator[RunPlan]:
+def _missing(campaign: Campaign, done: set[str]) -> Iterator[RunPlan]:
     for cell, seed in plan_campaign(campaign):
         if run_id(cell, seed) not in done:
             yield plan_run(campaign, cell, seed)
@@ -194,8 +192,7 @@ def first_columns(campaign: Campaign) -> list[str]:
 
 
 def rebuild_parquet(campaign: Campaign, out: Path) -> int:
-    rows = read_log(out / LOG_NAME)
-    return write_parquet(rows.values(), out / PARQUET_NAME, first_columns(campaign))
+    return write_parquet(LogRows(out / LOG_NAME), out / PARQUET_NAME, first_columns(campaign))
 
 
 def write_json(path: Path, data: Any) -> None:

@@ -9,9 +9,10 @@ rebuilt from the log (written aside, then renamed into place), never appended to
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +28,12 @@ FIXED_TYPES = {"first_violation_ms": pa.float64()}
 PARQUET_NAME = "results.parquet"
 
 
-def read_log(path: Path) -> dict[str, dict[str, Any]]:
-    """Every complete row of the log, by run, in the order written."""
-    rows: dict[str, dict[str, Any]] = {}
+def iter_log(path: Path) -> Iterator[dict[str, Any]]:
+    """Every complete row of the log, in the order written, one line at a time (a run's first row
+    only)."""
     if not path.is_file():
-        return rows
+        return
+    seen: set[str] = set()
     with path.open("rb") as f:
         for line in f:
             if not line.endswith(b"\n"):
@@ -40,8 +42,25 @@ def read_log(path: Path) -> dict[str, dict[str, Any]]:
                 row = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            rows.setdefault(str(row["run"]), row)
-    return rows
+            run = str(row["run"])
+            if run not in seen:
+                seen.add(run)
+                yield row
+
+
+def read_log(path: Path) -> dict[str, dict[str, Any]]:
+    """Every complete row of the log, by run, in the order written (all in memory: for small logs)."""
+    return {str(row["run"]): row for row in iter_log(path)}
+
+
+class LogRows:
+    """The log's rows, to be read more than once (write_parquet reads them twice) without holding them."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter_log(self.path)
 
 
 class ResultsLog:
@@ -80,46 +99,64 @@ class ResultsLog:
         self._file.close()
 
 
+BATCH_ROWS = 2_000  # rows converted and written at a time
+
+
 def write_parquet(rows: Iterable[dict[str, Any]], path: Path, first_columns: list[str]) -> int:
     """`results.parquet` from the rows: `first_columns` first (run, seed, the matrix keys, ...),
-    then every other column any row has, in the order first seen. Returns the number of rows."""
-    rows = list(rows)
-    seen = dict.fromkeys(first_columns)  # ordered, and a set: rows may have hundreds of columns
+    then every other column any row has, in the order first seen. Returns the number of rows.
+
+    Two passes over `rows` (a list, or LogRows to read a log twice): the first finds the columns
+    and their types, the second writes BATCH_ROWS at a time, so the memory is a batch's, whatever
+    the number of runs."""
+    if iter(rows) is rows:  # a one-pass iterator: it cannot be read twice
+        rows = list(rows)
+    kinds: dict[str, set[str]] = {c: set() for c in first_columns}  # ordered, and a set: rows may have hundreds of columns
     for row in rows:
-        for key in row:
-            seen.setdefault(key)
-    columns = list(seen)
-    schema = _schema(rows, columns)
+        for key, value in row.items():
+            seen = kinds.setdefault(key, set())
+            if value is not None:
+                seen.add(_kind(value))
+    schema = pa.schema([pa.field(c, _column_type(c, seen)) for c, seen in kinds.items()])
+    columns = schema.names
     text = {f.name for f in schema if f.type == pa.string()}
-    table = pa.Table.from_pylist(
-        [{c: _as_text(row.get(c)) if c in text else row.get(c) for c in columns} for row in rows], schema=schema)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    pq.write_table(table, tmp)
+    count = 0
+    with pq.ParquetWriter(tmp, schema) as writer:
+        it = iter(rows)
+        while batch := list(itertools.islice(it, BATCH_ROWS)):
+            writer.write_table(pa.Table.from_pylist(
+                [{c: _as_text(row.get(c)) if c in text else row.get(c) for c in columns} for row in batch], schema=schema))
+            count += len(batch)
     os.replace(tmp, path)
-    return len(rows)
+    return count
 
 
 def _as_text(value: Any) -> str | None:
     return value if value is None or isinstance(value, str) else json.dumps(value)
 
 
-def _schema(rows: list[dict[str, Any]], columns: list[str]) -> pa.Schema:
-    """One type per column, from its values: a column mixing ints and floats is float; `violations`
-    is list<string> even when every list is empty."""
-    fields = []
-    for c in columns:
-        values = [r.get(c) for r in rows if r.get(c) is not None]
-        if c in LIST_COLUMNS:
-            kind = pa.list_(pa.string())
-        elif c in FIXED_TYPES:
-            kind = FIXED_TYPES[c]
-        elif values and all(isinstance(v, bool) for v in values):
-            kind = pa.bool_()
-        elif values and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-            kind = pa.int64()
-        elif values and all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
-            kind = pa.float64()
-        else:
-            kind = pa.string()  # text, no value yet, or a matrix key whose values differ in type
-        fields.append(pa.field(c, kind))
-    return pa.schema(fields)
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, float):
+        return "float"
+    return "other"
+
+
+def _column_type(column: str, kinds: set[str]) -> pa.DataType:
+    """One type per column, from the kinds of its values: a column mixing ints and floats is float;
+    `violations` is list<string> even when every list is empty."""
+    if column in LIST_COLUMNS:
+        return pa.list_(pa.string())
+    if column in FIXED_TYPES:
+        return FIXED_TYPES[column]
+    if kinds == {"bool"}:
+        return pa.bool_()
+    if kinds == {"int"}:
+        return pa.int64()
+    if kinds and kinds <= {"int", "float"}:
+        return pa.float64()
+    return pa.string()  # text, no value yet, or a matrix key whose values differ in type
