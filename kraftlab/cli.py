@@ -159,7 +159,10 @@ def _library_table(library: dict[str, Path]) -> Table:
 @click.option("--print-schedule", "print_seed", type=click.IntRange(min=0), default=None, metavar="SEED",
               help="Print the load and fault schedule SEED draws (first cell), and run nothing.")
 @click.option("--minimize-budget", type=click.IntRange(min=0), default=40, show_default=True, help="Most candidate runs per failure signature when minimizing.")
-def campaign(campaign_file: str, out_dir: Path | None, parallel: int | None, address: str | None, print_seed: int | None, minimize_budget: int) -> None:
+@click.option("--keep-runs", type=click.Choice(["all", "failures"]), default="all", show_default=True,
+              help="failures: remove the history and metrics of runs that found nothing (their scenario, summary and results row stay).")
+def campaign(campaign_file: str, out_dir: Path | None, parallel: int | None, address: str | None, print_seed: int | None, minimize_budget: int,
+             keep_runs: str) -> None:
     """Run CAMPAIGN (a file, or a name from `kraftlab campaigns`): its matrix × seeds, with faults and
     load drawn from each seed; resumable with the same --out."""
     from kraftlab.campaign.command import execute_campaign, print_summary
@@ -181,7 +184,8 @@ def campaign(campaign_file: str, out_dir: Path | None, parallel: int | None, add
     if parallel != 0:  # 0: every run in this process, without Ray
         _refuse_unreachable_ray(address)
     try:
-        summary = execute_campaign(loaded, target, parallel=parallel, address=address, console=out, minimize_budget=minimize_budget)
+        summary = execute_campaign(loaded, target, parallel=parallel, address=address, console=out, minimize_budget=minimize_budget,
+                                   keep_runs=keep_runs)
     except CampaignError as exc:
         _input_error(str(exc))
         return
@@ -300,6 +304,10 @@ def _print_checks(checks: dict, timings: dict[str, float], path: Path) -> None:
     out.print(f"history: {shown}  events={checks['events']:,}{runs}  engine={checks['engine']}", highlight=False)
     if "reason" in checks:
         out.print(f"  why unknown: {checks['reason']}", highlight=False)
+    not_kept = checks.get("stats", {}).get("runs_not_kept")
+    if not_kept:
+        out.print(f"  {not_kept:,} runs that found nothing were run with --keep-runs failures: their histories were not kept, "
+                  "and the figures here leave them out (theirs are in results.parquet)", highlight=False)
     campaign = "cells" in checks
     table = Table("anomaly", "count", *(["runs"] if campaign else []), "first example")
     for name, a in checks["anomalies"].items():

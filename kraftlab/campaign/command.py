@@ -22,6 +22,7 @@ from workloads.campaign.generate import count_runs
 from workloads.campaign.spec import Campaign, Cell
 
 from . import orchestrate
+from .disk import DiskWatch
 from .execute import InProcess, OnRay
 from .minimize import DEFAULT_BUDGET, minimize, write_minimal
 from .outcome import safe_name
@@ -34,7 +35,7 @@ def runtime_of(campaign: Campaign, cell: Cell) -> str:
 
 
 def execute_campaign(campaign: Campaign, out: Path, *, parallel: int | None, address: str | None, console: Console,
-                     minimize_budget: int = DEFAULT_BUDGET) -> dict[str, Any]:
+                     minimize_budget: int = DEFAULT_BUDGET, keep_runs: str = "all") -> dict[str, Any]:
     """Run what is missing, minimize each new failure signature, write summary.json; return it."""
     total = count_runs(campaign)
     console.print(f"[bold]{campaign.spec.name}[/]: {len(campaign.spec.cells())} cells × {len(campaign.spec.seed_list())} seeds = "
@@ -43,9 +44,10 @@ def execute_campaign(campaign: Campaign, out: Path, *, parallel: int | None, add
 
     def make_executor(runs_dir: Path):
         if parallel == 0:
-            return InProcess(runs_dir)
-        return OnRay(runs_dir, address, parallel, ray_runs="ray" in runtimes)
+            return InProcess(runs_dir, keep_runs)
+        return OnRay(runs_dir, address, parallel, ray_runs="ray" in runtimes, keep_runs=keep_runs)
 
+    disk = DiskWatch(out / "runs", keep_runs)
     started = time.monotonic()
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"),
                   TimeRemainingColumn(), TextColumn("{task.fields[rate]}"), console=console, transient=False) as bar:
@@ -62,6 +64,9 @@ def execute_campaign(campaign: Campaign, out: Path, *, parallel: int | None, add
             failing = progress.failures_by_signature()
             shown = ", ".join(f"{sig} {n}" for sig, n in list(failing.items())[:3]) + (" …" if len(failing) > 3 else "")
             bar.update(task, completed=progress.done, rate=f"{per_min:,.1f} runs/min" + (f"  failures: {shown}" if shown else ""))
+            warning = disk.after_run(str(row["run"]), progress.total - progress.done)
+            if warning:
+                console.print(f"[yellow]{warning}[/]", highlight=False, soft_wrap=True)
 
         try:
             progress = orchestrate.run_campaign(campaign, out, make_executor, on_start=on_start, on_row=on_row)

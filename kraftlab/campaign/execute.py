@@ -36,9 +36,19 @@ def replay_command(runs_dir: Path, plan: RunPlan) -> str:
     return f"kraftlab run {runs_dir / plan.run / 'scenario.yaml'} --runtime {runtime}"
 
 
-def execute_plan(plan: RunPlan, runs_dir: Path, address: str | None = None, replay_dir: Path | None = None) -> dict[str, Any]:
+KEEP_RUNS = ("all", "failures")
+# What `--keep-runs failures` removes from a run that found nothing: its bulk (a standard run's
+# history is about 3 MB, so 100,000 runs would need 300 GB). Its scenario.yaml (the replay command
+# reruns it) and summary.json stay, and its row in results.parquet holds its figures.
+BULK = ("events", "metrics.om", "ray")
+
+
+def execute_plan(plan: RunPlan, runs_dir: Path, address: str | None = None, replay_dir: Path | None = None,
+                 keep_runs: str = "all") -> dict[str, Any]:
     """Run `plan` into `runs_dir/<run>/` (replacing what a killed campaign left there) and return
-    its results row (its replay command names `replay_dir`, default `runs_dir`)."""
+    its results row (its replay command names `replay_dir`, default `runs_dir`). With `keep_runs`
+    "failures", an ok run's history and metrics are removed once its row is made (`history_kept`
+    false in the row)."""
     out_dir = runs_dir / plan.run
     replay = replay_command(replay_dir or runs_dir, plan)
     # The run's own summary.json says how to replay it too: from the scenario.yaml its folder will
@@ -47,19 +57,32 @@ def execute_plan(plan: RunPlan, runs_dir: Path, address: str | None = None, repl
     try:
         shutil.rmtree(out_dir, ignore_errors=True)
         result = run_scenario(plan.scenario(), source=str(scenario_file), out_dir=out_dir, address=address)
-        return row_from_summary(plan, result.summary, replay, read_history_findings(result.run_dir))
+        row = row_from_summary(plan, result.summary, replay, read_history_findings(result.run_dir))
+        row["history_kept"] = keep_runs == "all" or row["status"] != "ok"
+        if not row["history_kept"]:
+            remove_bulk(result.run_dir)
+        return row
     except Exception as exc:  # a bug in a run is that run's result, not the campaign's end
         return error_row(plan, type(exc).__name__, traceback.format_exc(), replay)
 
 
-def execute_and_pack(plan: RunPlan, runs_dir: Path) -> tuple[dict[str, Any], bytes]:
+def remove_bulk(run_dir: Path) -> None:
+    for name in BULK:
+        path = run_dir / name
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+
+
+def execute_and_pack(plan: RunPlan, runs_dir: Path, keep_runs: str = "all") -> tuple[dict[str, Any], bytes]:
     """A Ray task's body: run `plan` on this node, in a temporary folder, and return its row (with
     `ray_node`, the id of the Ray node that ran it) and its run directory packed (`unpack_run` puts
     it into the command's `runs_dir`)."""
     from actors.runtime.ray.adapter import this_node
 
     with tempfile.TemporaryDirectory(prefix="kraftlab-campaign-run-") as tmp:
-        row = {**execute_plan(plan, Path(tmp), replay_dir=runs_dir), "ray_node": this_node()}
+        row = {**execute_plan(plan, Path(tmp), replay_dir=runs_dir, keep_runs=keep_runs), "ray_node": this_node()}
         packed = io.BytesIO()
         with tarfile.open(fileobj=packed, mode="w") as tar:
             if (Path(tmp) / plan.run).is_dir():
@@ -100,12 +123,13 @@ class Executor:
 class InProcess(Executor):
     """Runs each plan at once in this process (tests of the campaign's bookkeeping; `--parallel 0`)."""
 
-    def __init__(self, runs_dir: Path) -> None:
+    def __init__(self, runs_dir: Path, keep_runs: str = "all") -> None:
         self.runs_dir = runs_dir
+        self.keep_runs = keep_runs
 
     def submit(self, plan: RunPlan) -> Future:
         future: Future = Future()
-        future.set_result(execute_plan(plan, self.runs_dir))
+        future.set_result(execute_plan(plan, self.runs_dir, keep_runs=self.keep_runs))
         return future
 
 
@@ -114,10 +138,11 @@ class OnRay(Executor):
     CPUs, on any of its nodes); `runtime: ray` runs from `threads` driver threads, each a cluster of
     actors. Both give `concurrent.futures` futures, so one `wait` watches both kinds."""
 
-    def __init__(self, runs_dir: Path, address: str | None, parallel: int | None, ray_runs: bool) -> None:
+    def __init__(self, runs_dir: Path, address: str | None, parallel: int | None, ray_runs: bool, keep_runs: str = "all") -> None:
         from actors.runtime.ray.adapter import connect, task_submitter
 
         self.runs_dir = runs_dir
+        self.keep_runs = keep_runs
         self.address = address
         self.connection = connect(address)
         # Default window: simulator runs, a task per CPU plus as many queued (no CPU waits for the
@@ -133,8 +158,8 @@ class OnRay(Executor):
 
     def submit(self, plan: RunPlan) -> Future:
         if plan.raw.get("runtime", "sim") == "ray":
-            return self._threads.submit(execute_plan, plan, self.runs_dir, self.address)
-        return self._start_task(plan, self.runs_dir)
+            return self._threads.submit(execute_plan, plan, self.runs_dir, self.address, None, self.keep_runs)
+        return self._start_task(plan, self.runs_dir, self.keep_runs)
 
     def row(self, result: Any, plan: RunPlan) -> dict[str, Any]:
         if isinstance(result, tuple):  # a Ray task's: (row, packed run directory)

@@ -178,6 +178,9 @@ def campaign_checks(dataset: Dataset, results: dict[str, RunResult], anomalies: 
             **totals,
             "runs_valid": sum(1 for r in rs if r.valid is True), "runs_invalid": len(invalid), "runs_unknown": len(unknown),
             "runs_missing": len(dataset.missing),
+            # Runs that found nothing, whose histories `--keep-runs failures` removed: the figures
+            # here leave them out (their own are in results.parquet).
+            "runs_not_kept": len(dataset.not_kept),
             "throughput_rec_s": totals["acked"] / durations if durations > 0 else None,
             "latency_ms": latency,
             "offline_s": sum(r.stats.get("offline_s", 0) for r in rs),

@@ -16,6 +16,8 @@ file still being written has another name and is left out, as the writer promise
 file's Parquet footer reads (a truncated or corrupt file has none). In a campaign, a run whose
 history cannot be read is left out and reported (`missing`); only a campaign with no readable run
 at all is bad input. Spark's own failures while reading are caught and re-raised with the path.
+A run whose history the campaign removed on purpose (`--keep-runs failures`) is neither: it is
+counted apart (`not_kept`).
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from .errors import AnalysisInputError
 RUN_ID = re.compile(r"^[A-Za-z0-9._=,-]+$")
 # results.parquet columns that are not matrix keys (contract.md, "Campaign file").
 RESULT_COLUMNS = frozenset({"run", "seed", "status", "violations", "signature", "replay", "error", "traceback", "cell",
-                            "excused", "beyond_tolerance", "faults", "first_violation_ms"})
+                            "excused", "beyond_tolerance", "faults", "first_violation_ms", "history_kept"})
 
 
 @dataclass
@@ -57,6 +59,9 @@ class Dataset:
     runs: dict[str, Path]  # run id -> run directory, sorted by id
     files: dict[str, list[Path]]
     missing: dict[str, str] = field(default_factory=dict)
+    # Runs whose history the campaign removed on purpose (`kraftlab campaign --keep-runs failures`:
+    # runs that found nothing, `history_kept` false in results.parquet): neither analyzed nor missing.
+    not_kept: set[str] = field(default_factory=set)
     # Per run: its matrix cell ({dotted key: value}) and seed, from results.parquet (campaigns).
     cells: dict[str, dict[str, Any]] = field(default_factory=dict)
     seeds: dict[str, int] = field(default_factory=dict)
@@ -121,11 +126,13 @@ def _laid_out(dataset: Dataset, files: list[tuple[Path, pa.Schema]]) -> list[Pat
 
 
 def _discover_campaign(path: Path) -> Dataset:
-    cells, seeds, matrix_keys = _results(path)
+    cells, seeds, matrix_keys, not_kept = _results(path)
     runs_dir = path / "runs"
     found = sorted(p for p in runs_dir.iterdir() if p.is_dir()) if runs_dir.is_dir() else []
-    dataset = Dataset(path, True, {}, {}, cells=cells, seeds=seeds, matrix_keys=matrix_keys)
+    dataset = Dataset(path, True, {}, {}, cells=cells, seeds=seeds, matrix_keys=matrix_keys, not_kept=not_kept)
     for run_dir in found:
+        if run_dir.name in not_kept and not (run_dir / "events").is_dir():
+            continue
         if not RUN_ID.match(run_dir.name):
             dataset.missing[run_dir.name] = f"{run_dir}: run folder name not a run id (letters, digits, . _ = , - only)"
             continue
@@ -136,22 +143,25 @@ def _discover_campaign(path: Path) -> Dataset:
             continue
         dataset.files[run_dir.name] = _laid_out(dataset, files)
         dataset.runs[run_dir.name] = run_dir
-    for run in sorted(set(cells) - set(dataset.runs) - set(dataset.missing)):
+    dataset.not_kept -= set(dataset.runs)  # kept after all (a resumed campaign ran it again with --keep-runs all)
+    for run in sorted(set(cells) - set(dataset.runs) - set(dataset.missing) - dataset.not_kept):
         dataset.missing[run] = f"{runs_dir / run}: listed in results.parquet, no run directory"
     if not dataset.runs:
         why = "; ".join(list(dataset.missing.values())[:3]) or f"{runs_dir}: no run directories"
+        if dataset.not_kept:
+            why += f"; {len(dataset.not_kept)} runs found nothing and their histories were not kept (--keep-runs failures)"
         raise AnalysisInputError(f"{path}: a campaign directory with no run to analyze ({why})")
     dataset.column_types = dataset.layout.unify()  # files that disagree are bad input, before Spark starts
     return dataset
 
 
-def _results(path: Path) -> tuple[dict[str, dict[str, Any]], dict[str, int], list[str]]:
-    """Each run's matrix cell and seed from results.parquet (absent: no cells), and the matrix
-    keys: those of `campaign.yaml`'s `matrix` when the campaign left its file there, else the
-    results columns named by a dotted path."""
+def _results(path: Path) -> tuple[dict[str, dict[str, Any]], dict[str, int], list[str], set[str]]:
+    """Each run's matrix cell and seed from results.parquet (absent: no cells), the matrix keys
+    (those of `campaign.yaml`'s `matrix` when the campaign left its file there, else the results
+    columns named by a dotted path), and the runs whose history was not kept."""
     results = path / "results.parquet"
     if not results.is_file():
-        return {}, {}, []
+        return {}, {}, [], set()
     try:
         rows = pq.read_table(results).to_pylist()
     except Exception as exc:
@@ -161,7 +171,8 @@ def _results(path: Path) -> tuple[dict[str, dict[str, Any]], dict[str, int], lis
     keys = _matrix_keys(path, list(rows[0]) if rows else [])
     cells = {str(r["run"]): {k: r.get(k) for k in keys} for r in rows}
     seeds = {str(r["run"]): r["seed"] for r in rows if r.get("seed") is not None}
-    return cells, seeds, keys
+    not_kept = {str(r["run"]) for r in rows if r.get("history_kept") is False}
+    return cells, seeds, keys, not_kept
 
 
 def _matrix_keys(path: Path, columns: list[str]) -> list[str]:

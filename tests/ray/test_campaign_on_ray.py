@@ -59,8 +59,10 @@ def test_a_campaign_killed_mid_way_resumes_and_every_run_is_there_once(tmp_path)
     before = {row["run"]: row for row in log_lines(out)}
     assert 4 <= len(before) < 16, f"killed after {len(before)} runs; stderr: {first.stderr.read().decode()[-2000:]}"
 
-    second = subprocess.run([*KRAFTLAB, "campaign", str(campaign), "--out", str(out)], cwd=tmp_path, env=env,
-                            capture_output=True, text=True, timeout=600)
+    # Resumed keeping the histories of failing runs only: the runs done now that found nothing
+    # keep their scenario and summary (Ray tasks pack what is left on their node).
+    second = subprocess.run([*KRAFTLAB, "campaign", str(campaign), "--out", str(out), "--keep-runs", "failures"], cwd=tmp_path,
+                            env=env, capture_output=True, text=True, timeout=600)
     # No `expect` block: exit 1 when some run found a violation (elr off may), else 0.
     assert second.returncode in (0, 1), second.stdout[-3000:] + second.stderr[-3000:]
     assert f"resuming: {len(before)} runs already done" in second.stdout
@@ -75,6 +77,9 @@ def test_a_campaign_killed_mid_way_resumes_and_every_run_is_there_once(tmp_path)
     # Every run directory is complete; no half-written one is left.
     assert sorted(p.name for p in (out / "runs").iterdir()) == sorted(runs)
     assert all((out / "runs" / run / "summary.json").is_file() for run in runs)
+    for row in after:
+        kept = row["run"] in before or row["status"] != "ok"
+        assert row["history_kept"] == kept and (out / "runs" / row["run"] / "events").is_dir() == kept, row["run"]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["done"] == 16 and [c["runs"] for c in summary["cells"]] == [8, 8]
     assert summary["errors"] == 0 and (second.returncode == 1) == (summary["unexpected"] > 0)
@@ -89,11 +94,14 @@ def test_a_campaign_of_ray_runtime_runs_two_clusters_at_once(tmp_path):
         "load: {producers: 1, consumers: 1, rate_per_s: 20, acks: all}\n"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([*KRAFTLAB, "campaign", str(campaign), "--out", str(tmp_path / "out"), "--parallel", "2"], cwd=tmp_path,
-                          env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run([*KRAFTLAB, "campaign", str(campaign), "--out", str(tmp_path / "out"), "--parallel", "2", "--keep-runs", "failures"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = pq.read_table(tmp_path / "out" / "results.parquet").to_pylist()
     assert sorted(r["run"] for r in rows) == ["c0-s0", "c0-s1"] and {r["status"] for r in rows} == {"ok"}
     summaries = [json.loads((tmp_path / "out" / "runs" / r["run"] / "summary.json").read_text()) for r in rows]
     assert {s["runtime"] for s in summaries} == {"ray"} and all(s["stats"]["acked"] > 0 for s in summaries)
     assert all(r["replay"].endswith("--runtime ray") for r in rows)
+    # Both found nothing: their history, metrics and Ray logs were removed, their scenario kept.
+    assert [r["history_kept"] for r in rows] == [False, False]
+    assert all(sorted(p.name for p in (tmp_path / "out" / "runs" / r["run"]).iterdir()) == ["scenario.yaml", "summary.json"] for r in rows)

@@ -252,6 +252,29 @@ def test_a_switch_off_is_caught_grouped_minimized_and_reproduced(tmp_path):
     assert own[:3] == replay[:3]
 
 
+def test_keep_runs_failures_keeps_the_bulk_of_failing_runs_only(tmp_path):
+    """A standard run's history is about 3 MB: 100,000 runs would need 300 GB. `--keep-runs
+    failures` removes the history and metrics of the runs that found nothing, once their row is
+    made; their scenario (to replay) and summary stay, and the report is the same."""
+    text = NO_TRUNCATION.replace("seeds: [0, 1]", "seeds: [0, 0]")
+    kept, pruned = tmp_path / "kept", tmp_path / "pruned"
+    for out, keep in ((kept, "all"), (pruned, "failures")):
+        result = campaign_cli(write(tmp_path, text), "--out", out, "--parallel", "0", "--minimize-budget", "0", "--keep-runs", keep)
+        assert result.exit_code == 0, result.output
+    rows = {r["variant"]: r for r in pq.read_table(pruned / "results.parquet").to_pylist()}
+    assert (rows["all-on"]["status"], rows["truncation-off"]["status"]) == ("ok", "violation")
+    assert (rows["all-on"]["history_kept"], rows["truncation-off"]["history_kept"]) == (False, True)
+    ok_run, failing_run = pruned / "runs" / rows["all-on"]["run"], pruned / "runs" / rows["truncation-off"]["run"]
+    assert sorted(p.name for p in ok_run.iterdir()) == ["scenario.yaml", "summary.json"]
+    assert (failing_run / "events").is_dir() and (failing_run / "metrics.om").is_file()
+    assert rows["all-on"]["replay"].split()[2] == str(ok_run.resolve() / "scenario.yaml")
+    same = ("cells", "signatures", "expect", "ok", "done")
+    before = json.loads((kept / "summary.json").read_text())
+    after = json.loads((pruned / "summary.json").read_text())
+    for key in same:
+        assert json.dumps(after[key]).replace(str(pruned), str(kept)) == json.dumps(before[key]), key
+
+
 def test_an_expectation_that_does_not_hold_sets_exit_code_1(tmp_path):
     text = SMALL.replace("seeds: 3", "seeds: 1") + "expect:\n  - when: {cluster.storage: fsync}\n    catch: [lost-write]\n"
     result = campaign_cli(write(tmp_path, text), "--out", tmp_path / "out", "--parallel", "0")

@@ -110,3 +110,23 @@ def test_a_directory_written_by_kraftlab_campaign(spark, tmp_path):
     assert set(spark_runs) == set(results)
     for run, row in results.items():
         assert (spark_runs[run]["lost_acks_all"] > 0) == (row["stats.acked_lost"] > 0), run
+
+
+def test_runs_whose_history_was_not_kept_are_counted_apart_not_missing(spark, tmp_path):
+    """`kraftlab campaign --keep-runs failures` removes the history of runs that found nothing
+    (results.parquet `history_kept` false): the analysis leaves them out without calling the
+    campaign incomplete, and says how many."""
+    clean().write(tmp_path / "runs" / "r1")
+    (tmp_path / "runs" / "r2").mkdir(parents=True)
+    (tmp_path / "runs" / "r2" / "summary.json").write_text("{}")
+    rows = [{"run": "r1", "seed": 1, "status": "ok", "history_kept": True},
+            {"run": "r2", "seed": 2, "status": "ok", "history_kept": False},
+            {"run": "r3", "seed": 3, "status": "ok", "history_kept": False}]  # its folder gone too
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "results.parquet")
+    checks, _ = analyze_run(tmp_path, engine="local", spark=spark)
+    assert checks["valid"] is True and checks["runs"] == 1
+    assert checks["stats"]["runs_not_kept"] == 2 and checks["stats"]["runs_missing"] == 0
+    # A run kept after all (a resume with --keep-runs all ran it again) is analyzed.
+    clean().write(tmp_path / "runs" / "r2")
+    checks, _ = analyze_run(tmp_path, out_dir=tmp_path / "again", engine="local", spark=spark)
+    assert checks["runs"] == 2 and checks["stats"]["runs_not_kept"] == 1
