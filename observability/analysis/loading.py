@@ -163,12 +163,18 @@ def _results(path: Path) -> tuple[dict[str, dict[str, Any]], dict[str, int], lis
     if not results.is_file():
         return {}, {}, [], set()
     try:
-        rows = pq.read_table(results).to_pylist()
+        columns = pq.read_schema(results).names
+        if "run" not in columns:
+            raise AnalysisInputError(f"{results}: no `run` column (expected one row per run: run, seed, matrix keys)")
+        keys = _matrix_keys(path, columns)
+        # Only the columns read here: a campaign's row has some sixty (the summary's stats), and
+        # 100,000 rows of them as Python objects would be a gigabyte.
+        wanted = ["run", *(c for c in ("seed", "history_kept") if c in columns), *(k for k in keys if k not in ("seed", "history_kept"))]
+        rows = pq.read_table(results, columns=wanted).to_pylist()
+    except AnalysisInputError:
+        raise
     except Exception as exc:
         raise AnalysisInputError(f"{results}: not a readable Parquet file ({exc})") from None
-    if rows and "run" not in rows[0]:
-        raise AnalysisInputError(f"{results}: no `run` column (expected one row per run: run, seed, matrix keys)")
-    keys = _matrix_keys(path, list(rows[0]) if rows else [])
     cells = {str(r["run"]): {k: r.get(k) for k in keys} for r in rows}
     seeds = {str(r["run"]): r["seed"] for r in rows if r.get("seed") is not None}
     not_kept = {str(r["run"]) for r in rows if r.get("history_kept") is False}
