@@ -130,3 +130,16 @@ def test_runs_whose_history_was_not_kept_are_counted_apart_not_missing(spark, tm
     clean().write(tmp_path / "runs" / "r2")
     checks, _ = analyze_run(tmp_path, out_dir=tmp_path / "again", engine="local", spark=spark)
     assert checks["runs"] == 2 and checks["stats"]["runs_not_kept"] == 1
+
+
+def test_a_results_parquet_without_a_run_column_is_bad_input_naming_it(tmp_path):
+    from observability.analysis.errors import AnalysisInputError
+    from observability.analysis.loading import discover
+
+    clean().write(tmp_path / "runs" / "r1")
+    pq.write_table(pa.Table.from_pylist([{"seed": 1, "status": "ok"}]), tmp_path / "results.parquet")
+    with pytest.raises(AnalysisInputError, match=r"results\.parquet: no `run` column"):
+        discover(tmp_path)
+    (tmp_path / "results.parquet").write_bytes(b"PAR1 not really")
+    with pytest.raises(AnalysisInputError, match=r"results\.parquet: not a readable Parquet file"):
+        discover(tmp_path)
