@@ -8,9 +8,11 @@ failed or an invariant was violated (the replay command is printed); 2 the input
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -18,6 +20,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from actors.runtime import interrupts
 from kraftlab import demo as demo_mod
 from kraftlab.runner import RunResult, RunSetupError, out_dir_problem, out_dir_refusal, run_scenario
 from workloads.scenario.loading import ScenarioError, library_scenarios, load_scenario, parse_yaml
@@ -57,10 +60,26 @@ def _refuse_unusable_out(out_dir: Path) -> None:
         _input_error(problem)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class KraftlabGroup(click.Group):
+    """Ctrl-C and SIGTERM end a command with a line saying so and exit 130 or 143 (after the
+    command's own clean-up ran: actors/runtime/interrupts.py), not click's "Aborted!" and exit 1,
+    the code of a failed expectation."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as exc:
+            what = "terminated (SIGTERM)" if isinstance(exc, interrupts.Terminated) else "interrupted (Ctrl-C)"
+            kept = getattr(exc, "kept_in", None)
+            click.echo(f"{what}: stopped" + (f"; what the run recorded until then is in {kept} (no summary.json)" if kept else ""), err=True)
+            raise click.exceptions.Exit(interrupts.exit_code(exc)) from None
+
+
+@click.group(cls=KraftlabGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="kraftlab")
 def main() -> None:
     """kraftlab: a laboratory for the Apache Kafka replication protocol in KRaft mode."""
+    interrupts.install()
 
 
 @main.command()
@@ -280,6 +299,10 @@ def analyze(run_dir: Path, out_dir: Path | None, engine: str, address: str | Non
     _refuse_unusable_out(out_dir)
     if engine == "raydp":
         _refuse_unreachable_ray(address)
+    # py4j logs through Python's root logger ("Exception while sending command", with a traceback)
+    # when the JVM goes away, as it does on Ctrl-C: keep that off the console (the JVM's own logs
+    # are in OUT/spark.log).
+    logging.getLogger().addHandler(logging.NullHandler())
     try:
         with out.status(f"analyzing with Spark ({engine})…"):
             if engine == "raydp":
@@ -291,6 +314,10 @@ def analyze(run_dir: Path, out_dir: Path | None, engine: str, address: str | Non
     except AnalysisInputError as exc:
         _input_error(str(exc))
         return
+    except Exception:
+        if interrupts.interrupted():  # a py4j call that lost its JVM to the same Ctrl-C
+            raise interrupts.as_exception() from None
+        raise
     _print_checks(checks, timings, out_dir / "checks.json")
     # As `kraftlab run`: 0 when the history checked out; 1 when it did not, or could not be
     # decided ("unknown": an incomplete history is no pass); 2 (above) for bad input.

@@ -16,6 +16,7 @@ import logging
 import warnings
 from pathlib import Path
 
+from actors.runtime import interrupts
 from actors.runtime.ray import adapter
 from observability.analysis.session import APP_NAME, console_to_file, python_for_workers, spark_conf
 
@@ -43,6 +44,7 @@ def start(log_dir: Path, address: str | None = None):
         logging.getLogger("ray").setLevel(logging.ERROR)
         spark = raydp.init_spark(APP_NAME, num_executors=EXECUTORS, executor_cores=EXECUTOR_CORES,
                                  executor_memory=EXECUTOR_MEMORY, configs={**spark_conf(Path(log_dir)), "spark.ray.actor.resource.cpu": str(EXECUTOR_RAY_CPUS)})
+    interrupts.reclaim()  # PySpark's SIGINT handler calls into the JVM the same Ctrl-C kills
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 

@@ -68,8 +68,12 @@ def execute_campaign(campaign: Campaign, out: Path, *, parallel: int | None, add
             if warning:
                 console.print(f"[yellow]{warning}[/]", highlight=False, soft_wrap=True)
 
+        def on_stopping(running: int) -> None:
+            console.print(f"[yellow]stopping[/]: waiting for the {running} run{'s' if running > 1 else ''} in flight to finish "
+                          "(they will be recorded); Ctrl-C again to abandon them", highlight=False)
+
         try:
-            progress = orchestrate.run_campaign(campaign, out, make_executor, on_start=on_start, on_row=on_row)
+            progress = orchestrate.run_campaign(campaign, out, make_executor, on_start=on_start, on_row=on_row, on_stopping=on_stopping)
         except KeyboardInterrupt:
             console.print(f"[yellow]interrupted[/]: the finished runs are in {out / orchestrate.LOG_NAME}; "
                           "run the same command again to run only what is missing", highlight=False)

@@ -64,6 +64,9 @@ def execute_plan(plan: RunPlan, runs_dir: Path, address: str | None = None, repl
         return row
     except Exception as exc:  # a bug in a run is that run's result, not the campaign's end
         return error_row(plan, type(exc).__name__, traceback.format_exc(), replay)
+    except KeyboardInterrupt:  # the run is not done: the next start runs it again from nothing
+        shutil.rmtree(out_dir, ignore_errors=True)
+        raise
 
 
 def remove_bulk(run_dir: Path) -> None:

@@ -35,6 +35,7 @@ from typing import Any
 
 import yaml
 
+from actors.runtime import interrupts
 from workloads.campaign.generate import RunPlan, count_runs, plan_campaign, plan_run, run_id
 from workloads.campaign.spec import VARIANT_KEY, Campaign, CampaignError, CampaignSpec, same_value
 from workloads.scenario.loading import Problem
@@ -135,6 +136,7 @@ def run_campaign(
     *,
     on_start: Callable[[Progress], None] | None = None,
     on_row: Callable[[Progress, dict[str, Any]], None] | None = None,
+    on_stopping: Callable[[int], None] | None = None,
 ) -> Progress:
     """Run every run the log does not hold yet, the executor's `window` at most in flight (the
     executor is made only when there is something to run); each finished run is
@@ -170,9 +172,30 @@ def run_campaign(
                 progress.add(row)
                 if on_row is not None:
                     on_row(progress, row)
+    except BaseException:
+        # Interrupted (Ctrl-C, SIGTERM) or broken: runs not started yet are cancelled; those that
+        # cannot be (a `runtime: ray` run in a thread of this process) are waited for, and every
+        # run that finishes meanwhile is logged, so the wait is not lost. A second Ctrl-C during
+        # the wait abandons them (they run again on the next start).
+        running = [f for f in in_flight if not f.cancel()]
+        if running and on_stopping is not None:
+            on_stopping(len(running))
+        try:
+            if executor is not None:
+                try:
+                    executor.close()  # waits for the runs that could not be cancelled
+                except KeyboardInterrupt:
+                    interrupts.abandon_runs()  # each stops at its next poll (Abandoned)
+                    executor.close()
+                    raise
+        finally:
+            for future in running:
+                if future.done() and not future.cancelled() and future.exception() is None:
+                    row = result_or_error(executor, future, in_flight[future], runs_dir)  # type: ignore[arg-type]
+                    log.append(row)
+                    progress.add(row)
+        raise
     finally:
-        for future in in_flight:
-            future.cancel()
         log.close()
         if executor is not None:
             executor.close()

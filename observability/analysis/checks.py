@@ -54,9 +54,11 @@ def _latency(df: DataFrame, keys: list[str]) -> DataFrame:
                  F.max("latency_ms").alias("max")))
 
 
-def _latency_json(row) -> dict[str, Any] | None:
+def _latency_json(row) -> dict[str, Any]:
+    """The figures of `_latency`'s row; with no record acknowledged ok, `count` 0 and null
+    percentiles (as summary.json's `produce_latency_ms`): the key is always there."""
     if row is None or not row["count"]:
-        return None
+        return {"count": 0, "p50": None, "p99": None, "p999": None, "max": None, "method": LATENCY_METHOD}
     p50, p99, p999 = row["p"]
     return {"count": row["count"], "p50": p50, "p99": p99, "p999": p999, "max": row["max"], "method": LATENCY_METHOD}
 
@@ -69,13 +71,14 @@ def run_stats(census: Census, views: HistoryViews, record_stats: dict[str, dict[
     for run, s in stats.items():
         s.update(record_stats.get(run, {"final_read": 0, "lost_by_acks": {}}))
     for r in _latency(views.acks, ["run"]).collect():
-        latency = _latency_json(r)
-        if latency is not None:
-            stats[r["run"]]["latency_ms"] = latency
+        if r["run"] in stats:
+            stats[r["run"]]["latency_ms"] = _latency_json(r)
+    for s in stats.values():
+        s.setdefault("latency_ms", _latency_json(None))
     return stats
 
 
-def overall_latency(views: HistoryViews) -> dict[str, Any] | None:
+def overall_latency(views: HistoryViews) -> dict[str, Any]:
     """Every run's acknowledgements together (a campaign's figure; one run: the run's)."""
     return _latency_json(_latency(views.acks, []).first())
 
@@ -207,7 +210,7 @@ def cells(dataset: Dataset, rs: list[RunResult]) -> list[dict[str, Any]]:
         seconds = sum(r.stats.get("duration_s", 0.0) for r in members)
         acked = sum(r.stats.get("acked", 0) for r in members)
         invariant_names = sorted({n for r in members for n in r.invariants})
-        latencies = [r.stats["latency_ms"] for r in members if r.stats.get("latency_ms")]
+        latencies = [r.stats["latency_ms"] for r in members if (r.stats.get("latency_ms") or {}).get("count")]
         out.append({
             "cell": cell,
             "runs": len(members),

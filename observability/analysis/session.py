@@ -14,7 +14,9 @@ warning or Java stack trace reaches the console.
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -98,7 +100,21 @@ def start_local(log_dir: Path):
     builder = SparkSession.builder.master("local[*]").appName(APP_NAME)
     for key, value in spark_conf(Path(log_dir)).items():
         builder = builder.config(key, value)
-    with console_to_file(Path(log_dir)):
+    with console_to_file(Path(log_dir)), own_sigint_handler():
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+@contextmanager
+def own_sigint_handler() -> Iterator[None]:
+    """Keep the process's SIGINT handler across Spark's start: PySpark's own calls into the JVM to
+    cancel its jobs, and on Ctrl-C the JVM (in the same process group) is dying too, so it failed
+    with py4j tracebacks instead of a KeyboardInterrupt."""
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGINT) if main else None
+    try:
+        yield
+    finally:
+        if main and previous is not None:
+            signal.signal(signal.SIGINT, previous)

@@ -143,3 +143,75 @@ def test_results_parquet_is_written_a_batch_at_a_time_with_one_type_per_column(t
     assert table.column("late").to_pylist() == [None] * 9 + [3]
     # A one-pass iterator is read once, into memory, and still written whole.
     assert write_parquet(iter(rows), tmp_path / "again.parquet", ["run"]) == 10
+
+
+class SlowThreads:
+    """An executor whose runs are threads of this process that take `seconds` (as `runtime: ray`
+    runs are): they cannot be cancelled once started."""
+
+    window = 2
+
+    def __init__(self, seconds: float) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.seconds = seconds
+        self.pool = ThreadPoolExecutor(2)
+
+    def submit(self, plan):
+        return self.pool.submit(self._run, plan)
+
+    def _run(self, plan):
+        import time
+
+        from actors.runtime import interrupts
+
+        end = time.monotonic() + self.seconds
+        while time.monotonic() < end:
+            interrupts.raise_if_abandoned()  # as the Ray cluster's poll does
+            time.sleep(0.01)
+        return {"run": plan.run, "seed": plan.seed, "cell": plan.cell, "status": "ok", "violations": [], "signature": "", "replay": ""}
+
+    def row(self, result, plan):
+        return result
+
+    def close(self):
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+def interrupted_campaign(tmp_path, monkeypatch, second_interrupt: bool):
+    import os
+    import signal
+    import threading
+
+    import pytest
+
+    from actors.runtime import interrupts
+    from kraftlab.campaign.orchestrate import run_campaign
+
+    monkeypatch.setattr(interrupts, "_abandon", threading.Event())
+    c = campaign(tmp_path)
+    stopping = []
+
+    def on_stopping(running: int) -> None:
+        stopping.append(running)
+        if second_interrupt:
+            threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+
+    # Ctrl-C while the first two runs go: a real SIGINT, which wakes the main thread's waits.
+    threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+    with pytest.raises(KeyboardInterrupt):
+        run_campaign(c, tmp_path / "out", lambda runs_dir: SlowThreads(2.0), on_stopping=on_stopping)
+    return stopping, [json.loads(line)["run"] for line in (tmp_path / "out" / "results.jsonl").read_text().splitlines()]
+
+
+def test_runs_that_cannot_be_cancelled_are_waited_for_and_recorded(tmp_path, monkeypatch):
+    """Ctrl-C of a campaign whose runs are threads: it says it waits, and the runs finishing
+    meanwhile are logged (before, the wait was silent and its runs were thrown away)."""
+    stopping, logged = interrupted_campaign(tmp_path, monkeypatch, second_interrupt=False)
+    assert stopping == [2] and logged == ["c0-s0", "c0-s1"]
+    assert pq.read_table(tmp_path / "out" / "results.parquet").num_rows == 2
+
+
+def test_a_second_interrupt_abandons_them(tmp_path, monkeypatch):
+    stopping, logged = interrupted_campaign(tmp_path, monkeypatch, second_interrupt=True)
+    assert stopping == [2] and logged == []  # abandoned: the next start runs them again

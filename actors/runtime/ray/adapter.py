@@ -23,6 +23,7 @@ from typing import Any
 import ray
 
 from actors.contract import Envelope
+from actors.runtime import interrupts
 from actors.runtime.gc_tuning import tune_for_event_streams
 from actors.runtime.network import NetworkFaults
 from actors.survivors import survivors
@@ -113,6 +114,7 @@ def connect(address: str | None, worker_niceness: int | None = None) -> dict[str
     global _embedded_logs
     arguments = ray_init_arguments(address, os.environ, worker_niceness)
     ray.init(**arguments)
+    interrupts.reclaim()  # ray.init leaves its own SIGTERM handler, which aborts the process
     _keep_ray_off_the_console()
     embedded = arguments["address"] == "local"
     if embedded:

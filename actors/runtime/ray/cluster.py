@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from actors.runtime import interrupts
 from actors.runtime.api import ProtocolCommand, RunSettings, StepFailed
 from actors.runtime.clients import Clients
 from actors.runtime.network import NetworkFaults
@@ -240,6 +241,7 @@ class RayCluster(RoleCluster):
     def run_for(self, duration_ms: float) -> None:
         end = time.monotonic() + duration_ms / 1000.0
         while True:
+            interrupts.raise_if_abandoned()  # a campaign's run in a thread, abandoned by a second Ctrl-C
             self.refresh()
             left = end - time.monotonic()
             if left <= 0:
@@ -254,6 +256,7 @@ class RayCluster(RoleCluster):
         end = time.monotonic() + timeout_ms / 1000.0
         with self.sim.watching(condition) as held:
             while True:
+                interrupts.raise_if_abandoned()
                 self.refresh()
                 if held() or condition():
                     return True

@@ -1,0 +1,91 @@
+"""Ctrl-C and SIGTERM as a user sends them (to the command's process group, as a terminal, or
+systemd, does): `kraftlab run` stops with exit 130 or 143 and keeps what the run recorded, in
+its folder with `interrupted.txt` and no summary; a campaign keeps its finished runs, leaves no
+half run, and the same command resumes it. (On Ray: tests/ray/test_interrupted_on_ray.py.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import yaml
+
+from workloads.campaign.generate import plan_run
+from workloads.campaign.spec import load_campaign
+
+ROOT = Path(__file__).resolve().parents[2]
+KRAFTLAB = [sys.executable, "-c", "from kraftlab.cli import main; main()"]
+# A run of several seconds: 60 s simulated under load and random faults (the standard campaign's).
+LONG = """
+name: long
+scenario: random-faults
+seeds: 3
+faults: {kinds: [crash_os, crash_process, isolate, partition, link], mean_interval_ms: 5000, duration_ms: 55000, converge_ms: 30000}
+load: {producers: 2, consumers: 1, rate_per_s: 300, acks: all}
+"""
+
+
+def start(args: list[str], cwd: Path) -> subprocess.Popen:
+    return subprocess.Popen([*KRAFTLAB, *args], cwd=cwd, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def signal_when(proc: subprocess.Popen, ready, sig: int, timeout_s: float = 120) -> tuple[int, str]:
+    deadline = time.monotonic() + timeout_s
+    while not ready() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert proc.poll() is None, "the command ended before the signal: " + proc.stderr.read()[-2000:]
+    os.killpg(proc.pid, sig)
+    _, err = proc.communicate(timeout=60)
+    return proc.returncode, err
+
+
+def long_scenario(tmp_path: Path) -> Path:
+    (tmp_path / "c.yaml").write_text(LONG)
+    campaign = load_campaign(str(tmp_path / "c.yaml"))
+    scenario = plan_run(campaign, campaign.spec.cells()[0], 0).scenario()
+    path = tmp_path / "long.yaml"
+    path.write_text(yaml.safe_dump(scenario.model_dump(by_alias=True), sort_keys=False))
+    return path
+
+
+def test_an_interrupted_run_keeps_what_it_recorded_and_exits_130_or_143(tmp_path):
+    scenario = long_scenario(tmp_path)
+    for sig, code, said in ((signal.SIGINT, 130, "interrupted (Ctrl-C)"), (signal.SIGTERM, 143, "terminated (SIGTERM)")):
+        out = tmp_path / f"run-{sig.name}"
+        proc = start(["run", str(scenario), "--out", str(out)], tmp_path)
+        events = lambda: any(p.name.startswith(f".{out.name}.partial-") for p in tmp_path.iterdir())  # noqa: E731
+        code_seen, err = signal_when(proc, lambda: events() and time.sleep(1.0) is None, sig)
+        assert code_seen == code, err
+        assert said in err and f"is in {out}" in err and "Traceback" not in err
+        assert sorted(p.name for p in out.iterdir()) == ["events", "interrupted.txt", "metrics.om", "scenario.yaml"]
+        assert "at step" in (out / "interrupted.txt").read_text()
+        rows = pq.read_table(out / "events").num_rows
+        assert rows > 1000  # what the run recorded until the signal, flushed
+        assert not [p for p in tmp_path.iterdir() if ".partial-" in p.name]
+
+
+def test_an_interrupted_campaign_keeps_its_finished_runs_and_resumes(tmp_path):
+    (tmp_path / "c.yaml").write_text(LONG)
+    out = tmp_path / "out"
+    args = ["campaign", str(tmp_path / "c.yaml"), "--out", str(out), "--parallel", "0", "--minimize-budget", "0"]
+    log = out / "results.jsonl"
+    proc = start(args, tmp_path)
+    code, err = signal_when(proc, lambda: log.is_file() and log.read_bytes().count(b"\n") >= 1, signal.SIGINT)
+    assert code == 130, err
+    done = [json.loads(line)["run"] for line in log.read_text().splitlines()]
+    assert 1 <= len(done) < 3
+    # The run in flight left nothing: neither a half folder nor an interrupted one.
+    assert sorted(p.name for p in (out / "runs").iterdir()) == sorted(done)
+    assert pq.read_table(out / "results.parquet").num_rows == len(done)  # rebuilt on the way out
+    again = subprocess.run([*KRAFTLAB, *args], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
+                           text=True, timeout=600)
+    assert again.returncode in (0, 1), again.stderr[-3000:]
+    assert f"resuming: {len(done)} runs already done" in again.stdout
+    assert sorted(json.loads(line)["run"] for line in log.read_text().splitlines()) == ["c0-s0", "c0-s1", "c0-s2"]

@@ -1,0 +1,73 @@
+"""Ctrl-C and SIGTERM for the command (actors/runtime/interrupts.py): the handlers raise in the
+main thread, SIGTERM as its own KeyboardInterrupt, with the shell's exit codes; Ray started by the
+command skips its 30 s SIGTERM drain and never starts itself again from a stray call; and a
+taken --metrics-port is refused before any Ray starts."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from actors.runtime import interrupts
+
+PROBE = """
+import os, signal, sys
+from actors.runtime import interrupts
+os.environ.pop("RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S", None)
+os.environ["RAY_ENABLE_AUTO_CONNECT"] = "1"  # the user's own setting is kept
+interrupts.install()
+print(os.environ["RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S"], os.environ["RAY_ENABLE_AUTO_CONNECT"])
+for sig in (signal.SIGINT, signal.SIGTERM):
+    try:
+        os.kill(os.getpid(), sig)
+        signal.pause()
+    except KeyboardInterrupt as exc:
+        print(type(exc).__name__, interrupts.exit_code(exc))
+print(interrupts.interrupted(), interrupts.received == signal.SIGINT)
+"""
+
+
+def test_the_handlers_raise_in_the_main_thread_with_the_shells_codes():
+    # In a process of its own: the handlers are the process's.
+    out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=60, check=True).stdout.split("\n")
+    assert out[:4] == ["0 1", "KeyboardInterrupt 130", "Terminated 143", "True True"]
+
+
+def test_without_install_nothing_is_taken():
+    before = signal.getsignal(signal.SIGTERM)
+    interrupts.reclaim()  # what the Ray adapter calls after ray.init: a no-op unless the command installed
+    assert signal.getsignal(signal.SIGTERM) is before or interrupts._installed
+
+
+def test_a_run_in_a_thread_stops_at_its_next_poll_once_abandoned(monkeypatch):
+    monkeypatch.setattr(interrupts, "_abandon", type(interrupts._abandon)())
+    interrupts.raise_if_abandoned()  # nothing yet
+    interrupts.abandon_runs()
+    with pytest.raises(interrupts.Abandoned):
+        interrupts.raise_if_abandoned()
+    assert isinstance(interrupts.Abandoned(), KeyboardInterrupt)
+
+
+def test_a_taken_metrics_port_is_refused_before_ray_starts(tmp_path):
+    """A port that cannot be bound is bad input: exit 2, nothing runs; on --runtime ray the
+    check came after the embedded Ray had started (5-8 s, a Ray session folder)."""
+    import ray
+
+    from kraftlab.cli import main
+
+    with socket.socket() as held:
+        held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        result = CliRunner().invoke(main, ["run", "sim-faults-smoke", "--runtime", "ray", "--metrics-port", str(port), "--out", str(tmp_path / "r")])
+    assert result.exit_code == 2, result.output
+    assert f"--metrics-port {port}" in result.output and "cannot serve metrics there" in result.output
+    assert not ray.is_initialized() and not (tmp_path / "r").exists()
+    assert not [p for p in os.listdir(tmp_path) if "partial" in p]
