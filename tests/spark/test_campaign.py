@@ -143,3 +143,11 @@ def test_a_results_parquet_without_a_run_column_is_bad_input_naming_it(tmp_path)
     (tmp_path / "results.parquet").write_bytes(b"PAR1 not really")
     with pytest.raises(AnalysisInputError, match=r"results\.parquet: not a readable Parquet file"):
         discover(tmp_path)
+
+
+def test_latency_is_reported_with_count_0_when_nothing_was_acknowledged(spark, tmp_path):
+    """As summary.json's `produce_latency_ms`: the key is there, with null percentiles."""
+    History().final_done(hwm=0).write(tmp_path / "run")
+    checks, _ = analyze_run(tmp_path / "run", engine="local", spark=spark)
+    assert checks["stats"]["latency_ms"] == {"count": 0, "p50": None, "p99": None, "p999": None, "max": None,
+                                             "method": checks["stats"]["latency_ms"]["method"]}

@@ -101,3 +101,31 @@ def test_a_valid_history_exits_0_with_checks_in_the_run_directory_and_a_quiet_co
     assert result.stderr == "" and "WARN" not in result.stdout
     assert (run_dir / "analysis" / "checks.json").is_file()
     assert not [p for p in (run_dir / "analysis").iterdir() if p.name.endswith(".partial")]
+
+
+def test_ctrl_c_mid_analysis_exits_130_without_a_traceback(tmp_path):
+    """Ctrl-C reaches the JVM too (the same process group): PySpark's own SIGINT handler then
+    failed in py4j and printed some 95 lines of tracebacks, with exit 1 (the code of an invalid
+    history). The command keeps its own handler: one line, exit 130, no checks.json."""
+    import signal
+    import time
+
+    from click.testing import CliRunner
+
+    from kraftlab.cli import main
+    from tests.scenario.test_interrupted import long_scenario, start
+
+    run = tmp_path / "run"
+    assert CliRunner().invoke(main, ["run", str(long_scenario(tmp_path)), "--out", str(run)]).exit_code in (0, 1)
+    proc = start(["analyze", str(run), "--engine", "local", "--out", str(tmp_path / "an")], tmp_path)
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "an" / "spark.log").is_file() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+    time.sleep(3.0)  # Spark is up and working
+    assert proc.poll() is None, proc.stderr.read()[-3000:]
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err[-3000:]
+    assert "interrupted (Ctrl-C)" in err
+    assert "Traceback" not in err and "py4j" not in err and "Exception" not in err, err[-3000:]
+    assert not (tmp_path / "an" / "checks.json").exists()
