@@ -69,7 +69,7 @@ class KraftlabGroup(click.Group):
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt as exc:
-            what = "terminated (SIGTERM)" if isinstance(exc, interrupts.Terminated) else "interrupted (Ctrl-C)"
+            what = "terminated (SIGTERM)" if interrupts.terminated(exc) else "interrupted (Ctrl-C)"
             kept = getattr(exc, "kept_in", None)
             click.echo(f"{what}: stopped" + (f"; what the run recorded until then is in {kept} (no summary.json)" if kept else ""), err=True)
             raise click.exceptions.Exit(interrupts.exit_code(exc)) from None

@@ -273,7 +273,7 @@ def _keep_interrupted(work_dir: Path, final_dir: Path, scenario: Scenario, steps
     try:
         close_everything()
         (work_dir / "scenario.yaml").write_text(yaml.safe_dump(scenario.model_dump(by_alias=True), sort_keys=False))
-        what = "SIGTERM" if isinstance(exc, interrupts.Terminated) else "Ctrl-C (SIGINT)"
+        what = "SIGTERM" if interrupts.terminated(exc) else "Ctrl-C (SIGINT)"
         at_step = steps.current if steps is not None else -1
         (work_dir / INTERRUPTED_FILE).write_text(
             f"interrupted by {what} at step {at_step}, {wall_s:.1f} s into the run: events/ and metrics.om hold what was "

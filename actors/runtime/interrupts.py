@@ -39,6 +39,9 @@ def _on_signal(signum: int, _frame: Any) -> None:
     global received
     if received is None:
         received = signum
+    # Ray reports the failed calls of the actors being stopped ("Unhandled error ... killed by
+    # ray.kill"): expected now, and not the user's to read.
+    os.environ["RAY_IGNORE_UNHANDLED_ERRORS"] = "1"
     raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
 
@@ -54,6 +57,10 @@ def install() -> None:
     reclaim()
 
 
+def installed() -> bool:
+    return _installed
+
+
 def reclaim() -> None:
     """Put the command's handlers back (after `ray.init`, or Spark's start), if it installed them."""
     if _installed and threading.current_thread() is threading.main_thread():
@@ -62,8 +69,14 @@ def reclaim() -> None:
 
 
 def exit_code(exc: BaseException) -> int:
-    """130 for Ctrl-C, 143 for SIGTERM (128 + the signal's number)."""
-    return 128 + (signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
+    """130 for Ctrl-C, 143 for SIGTERM (128 + the signal's number): the first signal the command
+    received decides, whatever interrupt reached the main thread first (Ray's driver may raise a
+    KeyboardInterrupt of its own when the same signal ends its raylet)."""
+    return 128 + (received if received is not None else signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
+
+
+def terminated(exc: BaseException) -> bool:
+    return exit_code(exc) == 128 + signal.SIGTERM
 
 
 def interrupted() -> bool:

@@ -113,8 +113,19 @@ def connect(address: str | None, worker_niceness: int | None = None) -> dict[str
         return {"address": "already connected", "embedded": False}
     global _embedded_logs
     arguments = ray_init_arguments(address, os.environ, worker_niceness)
-    ray.init(**arguments)
-    interrupts.reclaim()  # ray.init leaves its own SIGTERM handler, which aborts the process
+    if interrupts.installed():
+        # While it starts, Ray puts in SIGTERM handlers of its own (the node's, then the driver's:
+        # `sys.exit(15)` once a 30 s wait for a raylet the same signal killed is over): keep the
+        # command's, so that SIGTERM stops the start at once. Ray looks the function up at each call.
+        set_sigterm_handler = ray._private.utils.set_sigterm_handler
+        ray._private.utils.set_sigterm_handler = lambda _handler: None
+        try:
+            ray.init(**arguments)
+        finally:
+            ray._private.utils.set_sigterm_handler = set_sigterm_handler
+    else:
+        ray.init(**arguments)
+    interrupts.reclaim()  # and ray.init leaves Ray's C++ SIGTERM handler, which aborts the process
     _keep_ray_off_the_console()
     embedded = arguments["address"] == "local"
     if embedded:
@@ -173,6 +184,14 @@ def alive_nodes() -> list[dict[str, Any]]:
 
 def get(refs, timeout_s: float | None = None):
     return ray.get(refs, timeout=timeout_s)
+
+
+def finished(refs, timeout_s: float) -> set:
+    """The calls among `refs` that finished (answered or failed) within the timeout."""
+    if not refs:
+        return set()
+    ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=timeout_s)
+    return set(ready)
 
 
 def wait_quietly(refs, timeout_s: float) -> list[Any]:

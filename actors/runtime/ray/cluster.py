@@ -37,6 +37,7 @@ from .world import RayNode, RayWorld
 BOOTSTRAP_TIMEOUT_MS = 90_000.0
 POLL_INTERVAL_MS = 50.0
 CALL_TIMEOUT_S = 30.0
+STOPPING_TIMEOUT_S = 1.5  # close() after Ctrl-C or SIGTERM: the signal may have ended Ray's processes too
 # Creating a node's process (a new Python worker that imports Ray, pyarrow and the roles) and
 # starting its role (which recovers its files). A dozen at once on a loaded 2-core machine took
 # longer than CALL_TIMEOUT_S (three test clusters brought up together beside a busy process);
@@ -385,17 +386,26 @@ class RayCluster(RoleCluster):
             return
         self._closed = True
         agents = [agent for agent in self.agents.values() if agent is not None]
-        self._stop_clients()
-        adapter.wait_quietly([agent.close.remote() for agent in agents], CALL_TIMEOUT_S)
-        if self._own_data_root:
-            adapter.wait_quietly([agent.remove_data.remote() for agent in agents], CALL_TIMEOUT_S)
-        for agent in agents:
-            adapter.kill(agent)
-        for node in self.sim.nodes.values():  # whatever an agent that did not answer left running
-            if node.handle is not None:
-                adapter.kill(node.handle)
-        if self._own_data_root:
-            shutil.rmtree(self.data_root, ignore_errors=True)
+        # A command stopping on Ctrl-C or SIGTERM does not wait the full call timeout for agents
+        # its own signal may have ended (sent to the process group, it reaches Ray's processes).
+        timeout_s = STOPPING_TIMEOUT_S if interrupts.interrupted() else CALL_TIMEOUT_S
+        try:
+            self._stop_clients()
+            closing = [agent.close.remote() for agent in agents]
+            answered = adapter.finished(closing, timeout_s)
+            if self._own_data_root:
+                # An agent that did not answer is gone (or its Ray node is): the driver removes
+                # what it can below, rather than waiting for it again.
+                adapter.wait_quietly([agent.remove_data.remote() for agent, ref in zip(agents, closing, strict=True) if ref in answered],
+                                     timeout_s)
+        finally:
+            for agent in agents:
+                adapter.kill(agent)
+            for node in self.sim.nodes.values():  # whatever an agent that did not answer left running
+                if node.handle is not None:
+                    adapter.kill(node.handle)
+            if self._own_data_root:
+                shutil.rmtree(self.data_root, ignore_errors=True)
 
     def _stop_clients(self) -> None:
         """Kill the clients (they have no host agent) and wait for the end of those on this machine,
@@ -404,4 +414,5 @@ class RayCluster(RoleCluster):
         for node in clients:
             adapter.kill(node.handle)
         here = adapter.this_node()
-        adapter.wait_for_processes_to_end([node.pid for node in clients if node.ray_node == here and node.pid is not None])
+        adapter.wait_for_processes_to_end([node.pid for node in clients if node.ray_node == here and node.pid is not None],
+                                          STOPPING_TIMEOUT_S if interrupts.interrupted() else adapter.PROCESS_END_TIMEOUT_S)

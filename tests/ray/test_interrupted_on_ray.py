@@ -1,0 +1,40 @@
+"""Ctrl-C and SIGTERM of `kraftlab run --runtime ray`, sent to the command's process group as a
+terminal (or systemd) sends them, so Ray's own processes get it too: exit 130 or 143, what the run
+recorded kept in its folder, and nothing left behind (before: exit 1 or 134 with Ray's C++ stack
+dump, a `.partial-` folder and the run's data root left in the temporary folder for good)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from tests.scenario.test_interrupted import start
+
+pytestmark = pytest.mark.ray
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_an_interrupted_ray_run_keeps_its_history_and_leaves_nothing_behind(tmp_path, monkeypatch, sig, code):
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))  # where the run's data root goes
+    monkeypatch.setenv("RAY_TMPDIR", "/tmp")  # Ray's sockets' paths must stay short
+    out = tmp_path / "run"
+    proc = start(["run", "last-replica-standing-load", "--runtime", "ray", "--out", str(out)], tmp_path)
+    deadline = time.monotonic() + 180
+    # Signalled once the cluster is up and the load runs: its data root is there.
+    while not any(p.name.startswith("kraftlab-data-") for p in temp.iterdir()) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+    time.sleep(8.0)
+    assert proc.poll() is None, proc.stderr.read()[-3000:]
+    os.killpg(proc.pid, sig)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == code, err[-3000:]
+    assert "stopped; what the run recorded until then is in" in err and "SIGTERM received" not in err
+    assert {"events", "interrupted.txt", "metrics.om", "scenario.yaml"} <= {p.name for p in out.iterdir()}
+    assert not (out / "summary.json").exists()
+    assert not [p.name for p in temp.iterdir() if p.name.startswith("kraftlab-data-")]
+    assert not [p.name for p in tmp_path.iterdir() if ".partial-" in p.name]
