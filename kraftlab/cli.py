@@ -8,7 +8,6 @@ failed or an invariant was violated (the replay command is printed); 2 the input
 from __future__ import annotations
 
 import json
-import logging
 import os
 import sys
 from pathlib import Path
@@ -299,10 +298,6 @@ def analyze(run_dir: Path, out_dir: Path | None, engine: str, address: str | Non
     _refuse_unusable_out(out_dir)
     if engine == "raydp":
         _refuse_unreachable_ray(address)
-    # py4j logs through Python's root logger ("Exception while sending command", with a traceback)
-    # when the JVM goes away, as it does on Ctrl-C: keep that off the console (the JVM's own logs
-    # are in OUT/spark.log).
-    logging.getLogger().addHandler(logging.NullHandler())
     try:
         with out.status(f"analyzing with Spark ({engine})…"):
             if engine == "raydp":

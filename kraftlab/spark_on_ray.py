@@ -18,7 +18,7 @@ from pathlib import Path
 
 from actors.runtime import interrupts
 from actors.runtime.ray import adapter
-from observability.analysis.session import APP_NAME, console_to_file, python_for_workers, spark_conf
+from observability.analysis.session import APP_NAME, console_to_file, python_for_workers, quiet_py4j, spark_conf
 
 EXECUTORS = 1
 EXECUTOR_CORES = 2  # Spark's task slots in the executor
@@ -30,6 +30,7 @@ def start(log_dir: Path, address: str | None = None):
     """A Spark session on Ray; `stop` ends it (and the embedded Ray it started)."""
     import raydp
 
+    quiet_py4j()
     python_for_workers()
     # The executor is a Ray worker, and Ray starts workers at niceness 15; in its JVM the task
     # threads then had it too, but not the JIT compiler and GC threads (started before), so on 2

@@ -13,6 +13,7 @@ warning or Java stack trace reaches the console.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
@@ -92,10 +93,21 @@ def python_for_workers() -> None:
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 
 
+def quiet_py4j() -> None:
+    """py4j logs through Python's root logger ("KeyboardInterrupt while sending command", with a
+    traceback) when the JVM goes away, as it does on Ctrl-C: keep that off the console (the JVM's
+    own logs are in the log folder). A handler on the root logger turns off Python's last-resort
+    printing of it; a program that configured logging keeps its handlers."""
+    root = logging.getLogger()
+    if not root.handlers:
+        root.addHandler(logging.NullHandler())
+
+
 def start_local(log_dir: Path):
     """Plain PySpark on this machine's cores."""
     from pyspark.sql import SparkSession
 
+    quiet_py4j()
     python_for_workers()
     builder = SparkSession.builder.master("local[*]").appName(APP_NAME)
     for key, value in spark_conf(Path(log_dir)).items():
