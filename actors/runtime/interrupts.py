@@ -5,8 +5,9 @@ for a command ended by a signal, distinct from contract.md's 0, 1 and 2.
 
 Why the command keeps the signals to itself: the libraries it starts install handlers of their
 own that do not end it cleanly. `ray.init` leaves Ray's C++ SIGTERM handler in the driver, which
-aborts the process (exit 134, a stack dump, nothing cleaned up); the embedded Ray's node, while it
-starts, "drains" for 30 s on SIGTERM; PySpark's SIGINT handler calls into the JVM that the same
+aborts the process (exit 134, a stack dump, nothing cleaned up); while Ray starts, its own Python
+handlers end the process with `sys.exit`, after a drain of up to 30 s meant for a long-lived
+cluster's node; PySpark's SIGINT handler calls into the JVM that the same
 Ctrl-C is killing, and prints py4j tracebacks. So the command installs its handlers first
 (`install`), and takes them back after each of those libraries starts (`reclaim`). A library
 user who never calls `install` keeps the handlers they had.
@@ -96,6 +97,6 @@ def abandon_runs() -> None:
 
 
 def raise_if_abandoned() -> None:
-    """Called by a run's driver loop (the Ray cluster's refresh, every poll)."""
+    """Called by a run's driver loop (the Ray cluster's `run_for` and `run_until`, every poll)."""
     if _abandon.is_set():
         raise Abandoned()

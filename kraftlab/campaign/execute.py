@@ -36,7 +36,6 @@ def replay_command(runs_dir: Path, plan: RunPlan) -> str:
     return f"kraftlab run {runs_dir / plan.run / 'scenario.yaml'} --runtime {runtime}"
 
 
-KEEP_RUNS = ("all", "failures")
 # What `--keep-runs failures` removes from a run that found nothing: its bulk (a standard run's
 # history is about 3 MB, so 100,000 runs would need 300 GB). Its scenario.yaml (the replay command
 # reruns it) and summary.json stay, and its row in results.parquet holds its figures.

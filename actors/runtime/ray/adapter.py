@@ -196,8 +196,7 @@ def finished(refs, timeout_s: float) -> set:
 
 def wait_quietly(refs, timeout_s: float) -> list[Any]:
     """The results of the calls that finished within the timeout (None for the failed ones)."""
-    ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=timeout_s)
-    done = set(ready)
+    done = finished(refs, timeout_s)
     out = []
     for ref in refs:
         if ref not in done:
