@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from actors.runtime import interrupts
 from kraftlab.runner import DEFAULT_RUNS_ROOT, RunResult, run_scenario
 from workloads.scenario.loading import load_scenario
 
@@ -133,7 +134,22 @@ def run_demo(
 
     with ThreadPoolExecutor(len(scenarios)) as pool:
         futures = [pool.submit(one, i, *v) for i, v in enumerate(scenarios)]
-        return [f.result() for f in futures]
+        try:
+            return [f.result() for f in futures]
+        except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM reach the main thread only
+            _stop_both(futures, exc, root)
+            raise
+
+
+def _stop_both(futures: list[Future], exc: KeyboardInterrupt, root: Path) -> None:
+    """Stop both runs now, not when their steps end (the pool's exit would wait for them): each
+    run's thread stops at its next poll (`interrupts.Abandoned`) and keeps, as an interrupted
+    `kraftlab run` does, what it recorded in its folder with `interrupted.txt`. The command then
+    says where (`kept_in`). A run of the simulator has no poll and ends by itself, in seconds."""
+    interrupts.abandon_runs()
+    wait(futures)
+    if root.is_dir():
+        exc.kept_in = root  # type: ignore[attr-defined]
 
 
 def analyze_demo(rows: list[DemoRow], engine: str, address: str | None = None, spark=None) -> list[DemoRow]:

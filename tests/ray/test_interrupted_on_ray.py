@@ -38,3 +38,33 @@ def test_an_interrupted_ray_run_keeps_its_history_and_leaves_nothing_behind(tmp_
     assert not (out / "summary.json").exists()
     assert not [p.name for p in temp.iterdir() if p.name.startswith("kraftlab-data-")]
     assert not [p.name for p in tmp_path.iterdir() if ".partial-" in p.name]
+
+
+def test_an_interrupted_demo_stops_both_runs_at_once_and_keeps_them(tmp_path, monkeypatch):
+    """Before: Ctrl-C reached the demo's main thread while both runs went on in theirs, and the
+    command waited for every step of both (about 30 s more) before saying "interrupted"."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    monkeypatch.setenv("RAY_TMPDIR", "/tmp")
+    out = tmp_path / "demo"
+    proc = start(["demo", "--no-analyze", "--out", str(out)], tmp_path)
+    deadline = time.monotonic() + 180
+    # Both clusters up (a data root each) and the load running.
+    while len([p for p in temp.iterdir() if p.name.startswith("kraftlab-data-")]) < 2 and time.monotonic() < deadline \
+            and proc.poll() is None:
+        time.sleep(0.1)
+    time.sleep(5.0)
+    assert proc.poll() is None, proc.stderr.read()[-3000:]
+    signalled = time.monotonic()
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    stopped_in = time.monotonic() - signalled
+    assert proc.returncode == 130, err[-3000:]
+    assert f"stopped; what the run recorded until then is in {out}" in err, err[-3000:]
+    # The scenario's steps still had over 20 s to go: stopped at the next poll, not at their end.
+    assert stopped_in < 20, stopped_in
+    for name in ("last-replica-standing-load", "last-replica-standing-load-no-elr"):
+        assert {"events", "interrupted.txt", "scenario.yaml"} <= {p.name for p in (out / name).iterdir()}, name
+        assert not (out / name / "summary.json").exists()
+    assert not [p.name for p in temp.iterdir() if p.name.startswith("kraftlab-data-")]
