@@ -144,11 +144,12 @@ def run_demo(
 def _stop_both(futures: list[Future], exc: KeyboardInterrupt, root: Path) -> None:
     """Stop both runs now, not when their steps end (the pool's exit would wait for them): each
     run's thread stops at its next poll (`interrupts.Abandoned`) and keeps, as an interrupted
-    `kraftlab run` does, what it recorded in its folder with `interrupted.txt`. The command then
-    says where (`kept_in`). A run of the simulator has no poll and ends by itself, in seconds."""
+    `kraftlab run` does, what it recorded in its folder with `interrupted.txt`; the simulator's
+    runs stop between two steps. The command then says where (`kept_in`), unless both runs had
+    finished anyway (each with its summary.json)."""
     interrupts.abandon_runs()
     wait(futures)
-    if root.is_dir():
+    if any(isinstance(f.exception(), KeyboardInterrupt) for f in futures):
         exc.kept_in = root  # type: ignore[attr-defined]
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from actors.runtime import api
+from actors.runtime import api, interrupts
 from actors.runtime.api import ClusterRuntime, StepFailed
 from observability import events
 from observability.states import UNKNOWN
@@ -54,6 +54,9 @@ class StepRunner:
     def run(self, on_step=None) -> list[Failure]:
         for index, step in enumerate(self.scenario.steps):
             self.current = index
+            # A run in a thread of its own (`kraftlab demo`'s two) that the command abandoned on
+            # Ctrl-C: the Ray cluster also checks at every poll, the simulator between steps.
+            interrupts.raise_if_abandoned()
             if on_step is not None:
                 on_step(index, step)
             self.runtime.record(events.Step(index, step.kind()))

@@ -89,3 +89,20 @@ def test_an_interrupted_campaign_keeps_its_finished_runs_and_resumes(tmp_path):
     assert again.returncode in (0, 1), again.stderr[-3000:]
     assert f"resuming: {len(done)} runs already done" in again.stdout
     assert sorted(json.loads(line)["run"] for line in log.read_text().splitlines()) == ["c0-s0", "c0-s1", "c0-s2"]
+
+
+def test_an_interrupted_demo_stops_both_simulated_runs_between_steps(tmp_path):
+    """`kraftlab demo` runs its two scenarios in threads of its own, which the signal does not
+    reach: Ctrl-C abandons them, and a simulated run stops before its next step (before: both
+    ran every step to the end, and their folders said nothing of the interruption)."""
+    out = tmp_path / "demo"
+    proc = start(["demo", "--runtime", "sim", "--no-analyze", "--out", str(out)], tmp_path)
+    # Both runs under way, each with its folder being written (kraftlab/runner.py's `.partial-`).
+    partial = lambda: len([p for p in out.iterdir() if ".partial-" in p.name]) == 2 if out.is_dir() else False  # noqa: E731
+    code, err = signal_when(proc, partial, signal.SIGINT)
+    assert code == 130, err
+    assert f"is in {out}" in err and "Traceback" not in err, err
+    for name in ("last-replica-standing-load", "last-replica-standing-load-no-elr"):
+        kept = {p.name for p in (out / name).iterdir()}
+        assert {"events", "interrupted.txt", "scenario.yaml"} <= kept and "summary.json" not in kept, (name, kept)
+    assert not [p for p in out.iterdir() if ".partial-" in p.name]
