@@ -27,8 +27,8 @@ class Terminated(KeyboardInterrupt):
 
 
 class Abandoned(KeyboardInterrupt):
-    """Raised in a run's own thread (a campaign's `runtime: ray` runs) at its next poll once the
-    command abandons its runs: a second Ctrl-C while the first waits for them to finish."""
+    """Raised in a run's own thread once the command abandons its runs: `kraftlab demo`'s two on
+    the first Ctrl-C, a campaign's `runtime: ray` runs on a second one (the first waits for them)."""
 
 
 _installed = False
@@ -97,6 +97,7 @@ def abandon_runs() -> None:
 
 
 def raise_if_abandoned() -> None:
-    """Called by a run's driver loop (the Ray cluster's `run_for` and `run_until`, every poll)."""
+    """Called before each step of a run (workloads/steps.py) and, within a step, at every poll of
+    the Ray cluster's `run_for` and `run_until` (the simulator has no poll)."""
     if _abandon.is_set():
         raise Abandoned()
