@@ -451,6 +451,15 @@ def dashboards_render(prometheus: str, start: float | None, end: float | None, o
         out.print(f"wrote {path}", highlight=False)
 
 
+def _add_testbed() -> None:
+    from kraftlab.testbed.command import testbed
+
+    main.add_command(testbed)
+
+
+_add_testbed()
+
+
 @main.command()
 def schema() -> None:
     """Print the JSON Schema of scenario files (for editors)."""

@@ -145,10 +145,10 @@ def test_installs_pyprojects_pins():
 def test_local_nodes_register_under_their_listed_address():
     """The local provider's autoscaler knows a node by the address the file lists; each `ray start`
     registers under the address its SSH session came in on (sshd's SSH_CONNECTION, field 3), that
-    one (tests/rayup runs it for real)."""
+    one (tests/testbed runs the testbed's cluster file, built the same way, for real)."""
     config = load(RAY_DIR / "local.yaml")
     for key in ("head_start_ray_commands", "worker_start_ray_commands"):
-        [start] = [c for c in config[key] if c.startswith("ray start")]
+        [start] = [c for c in config[key] if "ray start" in c]
         flag = re.search(r"--node-ip-address=(\$\(.*?\))", start).group(1)
         listed = "192.0.2.11"
         shown = subprocess.run(["bash", "-c", f"echo {flag}"], capture_output=True, text=True, check=True,
