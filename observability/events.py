@@ -116,6 +116,7 @@ COLUMN_TYPES: dict[str, str] = {
     "target": "string",
     "drop": "float64",
     "delay_ms": "float64",
+    "backend": "string",
     "ray_node": "string",
     "pid": "int64",
     "bytes_lost": "int64",
@@ -425,12 +426,16 @@ def fault_undone_by(fault: str, target: str, later_fault: str, later_target: str
 @event("fault")
 class Fault(NamedTuple):
     """A fault the driver applied (or undid): `target` is the node (`b2`), the groups of a
-    partition (`b1,c1|b2,b3`), the link (`b1->b2`, with `drop` and `delay_ms`), or `all` (heal)."""
+    partition (`b1,c1|b2,b3`), the link (`b1->b2`, with `drop` and `delay_ms`), or `all` (heal);
+    `backend` is what made it."""
 
     fault: str
     target: str
     drop: float | None = None
     delay_ms: float | None = None
+    # Who made the fault (contract.md): "sim" the simulator; on Ray, "emulated" kraftlab's own send
+    # path and process kills, "kernel" the hosts' packet filters and kills (`--faults kernel`).
+    backend: str | None = None
 
 
 def partition_target(groups) -> str:

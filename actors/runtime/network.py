@@ -124,6 +124,11 @@ class NetworkFaults:
             return None
         return fault.delay_ms
 
+    def state(self) -> tuple[frozenset[str], frozenset[tuple[str, str]], dict[tuple[str, str], LinkFault]]:
+        """The faults in force: isolated nodes, cut directed links, degraded directed links (for
+        a backend that makes them elsewhere, such as the kernel's packet filter)."""
+        return frozenset(self._isolated), frozenset(self._cut), dict(self._links)
+
     def describe(self) -> dict:
         """The faults in force, as plain data (for traces and summaries)."""
         return {

@@ -6,10 +6,12 @@ polled until they hold, never replaced by sleeps. The two demo scenarios run in 
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pyarrow.compute as pc
 import pytest
 
 from kraftlab.demo import VARIANTS
 from kraftlab.runner import run_scenario
+from observability.history import read_history
 from workloads.scenario.loading import library_scenarios, load_scenario
 
 pytestmark = pytest.mark.ray
@@ -54,3 +56,5 @@ def test_library_scenario_passes_on_ray(runs, name):
     assert s["ok"], f"{name} on Ray: failures {s['failures']}, violations {[v['invariant'] for v in s['violations']]}, expected {s['expect_violations']}"
     assert set(s["stats"]["placement"]) >= {"b1", "c1", "producer"}
     assert s["stats"]["trace_hash"] is None  # real time: no replay hash is claimed
+    faults = read_history(result.run_dir / "events").filter(pc.equal(pc.field("kind"), "fault"))
+    assert set(faults.column("backend").to_pylist()) <= {"emulated"}  # kraftlab's send path and process kills

@@ -164,3 +164,10 @@ def test_each_reading_starts_with_a_consumer_seek_row(tmp_path):
     assert reads == [("consumer_seek", 0), ("consume", 0), ("consume", 1), ("consume", 2), ("consume", 3),
                      ("consumer_seek", 2), ("consume", 2), ("consume", 3)]
     assert any(r["kind"] == "final_read" and r["node"] == "consumer" for r in rows)
+
+
+def test_every_fault_row_names_the_simulator_as_its_backend(load_elr):
+    run_dir, _ = load_elr
+    faults = read_history(run_dir / "events").filter(pc.equal(pc.field("kind"), "fault"))
+    assert faults.num_rows >= 2  # the scenario's crash and restart at least
+    assert set(faults.column("backend").to_pylist()) == {"sim"}

@@ -16,7 +16,7 @@ CONTRACT_KINDS = {
     "final_read": {"topic", "partition", "offset", "producer", "sequence"},
     "partition_change": {"topic", "partition", "leader", "leader_epoch", "partition_epoch", "isr", "elr", "last_known_elr", "metadata_offset"},
     "election": {"topic", "partition", "leader", "leader_epoch", "election_kind"},
-    "fault": {"fault", "target"},
+    "fault": {"fault", "target", "backend"},
 }
 
 

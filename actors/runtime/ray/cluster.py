@@ -74,6 +74,7 @@ class RayCluster(RoleCluster):
         self.sim = RayWorld(lambda: (time.time() - self.epoch_s) * 1000.0)
         self.sim.trace.sinks.extend(event_sinks)
         self.faults = NetworkFaults()
+        self.fault_backend = "emulated"  # the `fault` rows' backend: kraftlab's send path and process kills
         self.clients: Clients | None = None
         self.watch_history(run.disruption_checks)
         self._next_seed = run.seed * 1_000_003
@@ -189,7 +190,7 @@ class RayCluster(RoleCluster):
     def _host_lost(self, host: str) -> None:
         """The Ray node under `host` left the cluster: every process of the host died with its page
         cache (an OS crash). A restart brings the host up on another node, from its directory."""
-        self.sim.record(Fault("crash_os", host))
+        self.sim.record(Fault("crash_os", host, backend=self.fault_backend))
         self._mark_down(host)
         # The host's disk is on a machine that left: what an OS crash leaves there, if this
         # machine can read it (one machine's test clusters), else nothing is known to survive.
@@ -281,7 +282,7 @@ class RayCluster(RoleCluster):
             trace.collected(record)
         at_ms = max([self.now_ms, *(r.time_ms for r in result["events"])])
         self._mark_down(node)
-        self.sim.record(Fault(f"crash_{kind.value}", node), at_ms)
+        self.sim.record(Fault(f"crash_{kind.value}", node, backend=self.fault_backend), at_ms)
         for owner, n in sorted(result["lost"].items()):
             if n:
                 self.sim.record(CrashLost(owner, n), at_ms)
@@ -293,7 +294,7 @@ class RayCluster(RoleCluster):
         if self.sim.is_running(node):
             raise StepFailed(f"{node} is already running")
         slot = self.sim.nodes[node]
-        self.sim.record(Fault("restart", node))
+        self.sim.record(Fault("restart", node, backend=self.fault_backend))
         if self.agents.get(node) is None:
             self._replace_agent(node)
         slot.handle, slot.address = adapter.get(self.agents[node].create_node.remote(node, self.specs[node], self._seed(), slot.starts), PROCESS_START_TIMEOUT_S)
@@ -303,7 +304,7 @@ class RayCluster(RoleCluster):
     def shutdown(self, node: str, timeout_ms: float) -> None:
         if not self.sim.is_running(node):
             raise StepFailed(f"{node} is not running")
-        self.sim.record(Fault("shutdown", node))
+        self.sim.record(Fault("shutdown", node, backend=self.fault_backend))
         adapter.get(self.sim.nodes[node].handle.request_shutdown.remote(), CALL_TIMEOUT_S)
         # Done when the history says so (its process_stop reached the view), not just the actor.
         if not self.run_until(lambda: not self.sim.is_running(node) and not self.view().running.get(node, False), timeout_ms):
@@ -316,22 +317,22 @@ class RayCluster(RoleCluster):
     def isolate(self, node: str) -> None:
         self.faults.isolate(node)
         self._push_faults()
-        self.sim.record(Fault("isolate", node))
+        self.sim.record(Fault("isolate", node, backend=self.fault_backend))
 
     def partition(self, groups: Sequence[Sequence[str]]) -> None:
         self.faults.partition(groups)
         self._push_faults()
-        self.sim.record(Fault("partition", partition_target(groups)))
+        self.sim.record(Fault("partition", partition_target(groups), backend=self.fault_backend))
 
     def link(self, src: str, dst: str, drop: float, delay_ms: float) -> None:
         self.faults.link(src, dst, drop=drop, delay_ms=delay_ms)
         self._push_faults()
-        self.sim.record(Fault("link", link_target(src, dst), drop, delay_ms))
+        self.sim.record(Fault("link", link_target(src, dst), drop, delay_ms, backend=self.fault_backend))
 
     def heal(self, node: str | None) -> None:
         self.faults.heal(node)
         self._push_faults()
-        self.sim.record(Fault("heal", node or "all"))
+        self.sim.record(Fault("heal", node or "all", backend=self.fault_backend))
 
     def protocol_step(self, kind: str, args: ProtocolCommand) -> None:
         if kind == "elect":

@@ -128,7 +128,7 @@ class SimCluster(RoleCluster):
     def restart(self, node: str) -> None:
         if self.sim.is_running(node):
             raise StepFailed(f"{node} is already running")
-        self.sim.record(Fault("restart", node))
+        self.sim.record(Fault("restart", node, backend="sim"))
         self.sim.start(node)
 
     def shutdown(self, node: str, timeout_ms: float) -> None:
@@ -141,19 +141,19 @@ class SimCluster(RoleCluster):
 
     def isolate(self, node: str) -> None:
         self.sim.network.isolate(node)
-        self.sim.record(Fault("isolate", node))
+        self.sim.record(Fault("isolate", node, backend="sim"))
 
     def partition(self, groups: Sequence[Sequence[str]]) -> None:
         self.sim.network.partition(groups)
-        self.sim.record(Fault("partition", partition_target(groups)))
+        self.sim.record(Fault("partition", partition_target(groups), backend="sim"))
 
     def link(self, src: str, dst: str, drop: float, delay_ms: float) -> None:
         self.sim.network.link(src, dst, drop=drop, delay_ms=delay_ms)
-        self.sim.record(Fault("link", link_target(src, dst), drop, delay_ms))
+        self.sim.record(Fault("link", link_target(src, dst), drop, delay_ms, backend="sim"))
 
     def heal(self, node: str | None) -> None:
         self.sim.network.heal(node)
-        self.sim.record(Fault("heal", node or "all"))
+        self.sim.record(Fault("heal", node or "all", backend="sim"))
 
     def protocol_step(self, kind: str, args: ProtocolCommand) -> None:
         if kind == "elect":

@@ -433,7 +433,7 @@ class Simulator:
         """Crash a node: its process, its whole host (OS), or its host's disk."""
         node = self.nodes[name]
         host = node.host
-        self.record(Fault(f"crash_{kind.value}", name))
+        self.record(Fault(f"crash_{kind.value}", name, backend="sim"))
         if kind is CrashKind.PROCESS:
             if node.role is not None:
                 self._kill(node)
@@ -462,7 +462,7 @@ class Simulator:
         node = self.nodes[name]
         if node.role is None:
             raise RuntimeError(f"{name} is not running")
-        self.record(Fault("shutdown", name))
+        self.record(Fault("shutdown", name, backend="sim"))
         self._apply(node, node.role.handle(Envelope(RUNNER, name, ShutdownRequested()), self.now_ms))
 
     def _stop_cleanly(self, node: SimNode, marker: bytes) -> None:
