@@ -15,7 +15,7 @@ disk; it prints each result as a ratio to the wire's ceiling, with what fsync's 
 the fsync runs, and the CPU each role spends per 1,000 acknowledged records.
 
     python bench/ray_throughput.py [--seconds 10] [--partitions 1 8] [--storage page_cache fsync] [--repeat 1]
-        [--buffer-records 4000] [--batch-size BYTES] [--linger-ms 0]
+        [--buffer-records 4000] [--batch-size BYTES] [--linger-ms 0] [--address RAY_ADDRESS]
 
 Figures only; nothing here is a pass/fail test. The driver polls nothing during the measured
 phases (RayCluster.stop_observing; `invoke` then polls nothing either): the invariant checks are the scenario tests' business.
@@ -319,14 +319,15 @@ def main() -> None:
                     help="unthrottled load: records waiting or in flight at most (the producer's buffer)")
     ap.add_argument("--batch-size", type=int, default=None, help="the producer's batch.size in bytes (default: 1,000 records a batch)")
     ap.add_argument("--linger-ms", type=float, default=LINGER_MS, help="the producer's linger.ms")
+    ap.add_argument("--address", default=None, help="a Ray cluster to run on (e.g. a testbed's, from its head: auto); default: an embedded local Ray")
     args = ap.parse_args()
     BUFFER_RECORDS, BATCH_SIZE, LINGER_MS = args.buffer_records, args.batch_size, args.linger_ms
 
-    adapter.connect(None)
+    adapter.connect(args.address)
     data_root = Path(tempfile.mkdtemp(prefix="kraftlab-bench-"))
     batching = f"batch.size {BATCH_SIZE:,} B" if BATCH_SIZE else "batches up to 1,000 records"
     print(f"producer: {batching}, linger.ms {LINGER_MS:g}, {BUFFER_RECORDS:,} records outstanding at most unthrottled", flush=True)
-    print(f"local Ray, {os.cpu_count()} CPUs; RF 3, acks=all, min.insync.replicas 2, {RECORD_BYTES}-byte records; "
+    print(f"{'Ray at ' + args.address if args.address else 'local Ray'}, {len(adapter.alive_nodes())} Ray node(s), {os.cpu_count()} CPUs; RF 3, acks=all, min.insync.replicas 2, {RECORD_BYTES}-byte records; "
           f"{args.seconds:.0f} s measured per phase after {WARMUP_S:.0f} s warm-up; {args.repeat} round(s)", flush=True)
     rounds: list[list[dict]] = []
     for round_no in range(1, args.repeat + 1):

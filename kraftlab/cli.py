@@ -21,7 +21,7 @@ from rich.table import Table
 
 from actors.runtime import interrupts
 from kraftlab import demo as demo_mod
-from kraftlab.runner import RunResult, RunSetupError, out_dir_problem, out_dir_refusal, run_scenario
+from kraftlab.runner import RunResult, RunSetupError, kernel_faults_refusal, out_dir_problem, out_dir_refusal, run_scenario
 from workloads.scenario.loading import ScenarioError, library_scenarios, load_scenario, parse_yaml
 from workloads.scenario.schema import Scenario
 
@@ -53,10 +53,26 @@ def _refuse_unreachable_ray(address: str | None) -> None:
         _input_error(problem)
 
 
+def _refuse_hosts_without_kernel_faults(address: str | None) -> None:
+    """Exit 2 before anything runs when the Ray cluster's hosts cannot make kernel faults."""
+    from actors.runtime.ray import adapter
+
+    adapter.connect(address)
+    problems = adapter.kernel_fault_problems()
+    if problems:
+        _input_error("--faults kernel: the cluster's hosts cannot make kernel faults: " + "; ".join(problems))
+
+
 def _refuse_unusable_out(out_dir: Path) -> None:
     problem = out_dir_problem(out_dir)
     if problem is not None:
         _input_error(problem)
+
+
+FAULTS_OPTION = click.option(
+    "--faults", type=click.Choice(["emulated", "kernel"]), default="emulated", show_default=True,
+    help="Ray runs: who makes network faults and crashes: kraftlab's own send path (emulated), or the hosts' "
+         "packet filters and SIGKILL (kernel: root, nftables, hosts that lend node addresses, as `kraftlab testbed` makes).")
 
 
 class KraftlabGroup(click.Group):
@@ -90,19 +106,22 @@ def main() -> None:
 @click.option("--address", default=None, help="Ray cluster to join (runtime ray); default RAY_ADDRESS, else an embedded local Ray.")
 @click.option("--metrics-port", type=click.IntRange(min=0, max=65535), default=None, help="Serve the run's metrics live for Prometheus on this port (0: any free one).")
 @click.option("--metrics-host", default="127.0.0.1", show_default=True, help="Address the metrics server binds to.")
+@FAULTS_OPTION
 def run(scenario: str, runtime: str | None, seed: int | None, out_dir: Path | None, overrides: tuple[str, ...], address: str | None,
-        metrics_port: int | None, metrics_host: str) -> None:
+        metrics_port: int | None, metrics_host: str, faults: str) -> None:
     """Run SCENARIO (a file, or a name from `kraftlab scenarios`)."""
     try:
         sc, path = load_scenario(scenario, overrides, seed=seed, runtime=runtime)
     except ScenarioError as exc:
         _input_error(str(exc))
         return
-    _run_and_report(sc, scenario, overrides, out_dir, address, metrics_port, metrics_host)
+    if faults == "kernel" and (refusal := kernel_faults_refusal(sc)) is not None:
+        _input_error(f"{scenario}: {refusal}")
+    _run_and_report(sc, scenario, overrides, out_dir, address, metrics_port, metrics_host, faults)
 
 
 def _run_and_report(sc: Scenario, source: str, overrides: tuple[str, ...], out_dir: Path | None, address: str | None = None,
-                    metrics_port: int | None = None, metrics_host: str = "127.0.0.1") -> RunResult:
+                    metrics_port: int | None = None, metrics_host: str = "127.0.0.1", faults: str = "emulated") -> RunResult:
     if out_dir is not None and (refusal := out_dir_refusal(Path(out_dir))) is not None:
         _input_error(refusal)  # before the run's header: nothing runs
     out.print(f"[bold]{sc.name}[/]  seed={sc.seed}  runtime={sc.runtime}  steps={len(sc.steps)}", highlight=False)
@@ -118,6 +137,7 @@ def _run_and_report(sc: Scenario, source: str, overrides: tuple[str, ...], out_d
                 metrics_port=metrics_port,
                 metrics_host=metrics_host,
                 on_metrics_url=lambda url: out.print(f"metrics: {url}", highlight=False),
+                faults=faults,
             )
     except RunSetupError as exc:
         _input_error(str(exc))
@@ -179,11 +199,12 @@ def _library_table(library: dict[str, Path]) -> Table:
 @click.option("--minimize-budget", type=click.IntRange(min=0), default=40, show_default=True, help="Most candidate runs per failure signature when minimizing.")
 @click.option("--keep-runs", type=click.Choice(["all", "failures"]), default="all", show_default=True,
               help="failures: remove the history and metrics of runs that found nothing (their scenario, summary and results row stay).")
+@FAULTS_OPTION
 def campaign(campaign_file: str, out_dir: Path | None, parallel: int | None, address: str | None, print_seed: int | None, minimize_budget: int,
-             keep_runs: str) -> None:
+             keep_runs: str, faults: str) -> None:
     """Run CAMPAIGN (a file, or a name from `kraftlab campaigns`): its matrix × seeds, with faults and
     load drawn from each seed; resumable with the same --out."""
-    from kraftlab.campaign.command import execute_campaign, print_summary
+    from kraftlab.campaign.command import execute_campaign, kernel_faults_refusal, print_summary
     from kraftlab.campaign.orchestrate import default_out
     from workloads.campaign.generate import check_every_cell, plan_run
     from workloads.campaign.spec import CampaignError, load_campaign
@@ -197,13 +218,17 @@ def campaign(campaign_file: str, out_dir: Path | None, parallel: int | None, add
     if print_seed is not None:
         out.print(plan_run(loaded, loaded.spec.cells()[0], print_seed).schedule, highlight=False)
         return
+    if faults == "kernel" and (refusal := kernel_faults_refusal(loaded)) is not None:
+        _input_error(f"{campaign_file}: {refusal}")
     target = out_dir if out_dir is not None else default_out(loaded)
     _refuse_unusable_out(target)
     if parallel != 0:  # 0: every run in this process, without Ray
         _refuse_unreachable_ray(address)
+    if faults == "kernel":
+        _refuse_hosts_without_kernel_faults(address)
     try:
         summary = execute_campaign(loaded, target, parallel=parallel, address=address, console=out, minimize_budget=minimize_budget,
-                                   keep_runs=keep_runs)
+                                   keep_runs=keep_runs, faults=faults)
     except CampaignError as exc:
         _input_error(str(exc))
         return
@@ -227,15 +252,20 @@ def campaigns() -> None:
 @click.option("--engine", type=click.Choice(["raydp", "local"]), default=None, help="Spark for the analysis: raydp (default with --runtime ray) or local (default with --runtime sim).")
 @click.option("--metrics-port", type=click.IntRange(min=0, max=65535), default=None, help="Serve each run's metrics live: ELR on at PORT, ELR off at PORT+1 (0: any free ports).")
 @click.option("--metrics-host", default="127.0.0.1", show_default=True, help="Address the metrics servers bind to.")
+@FAULTS_OPTION
 def demo(runtime: str, address: str | None, out_dir: Path | None, analyze_too: bool, engine: str | None,
-         metrics_port: int | None, metrics_host: str) -> None:
+         metrics_port: int | None, metrics_host: str, faults: str) -> None:
     """The default job: Last Replica Standing under load, ELR on vs off, compared."""
+    if faults == "kernel" and runtime != "ray":
+        _input_error("--faults kernel: only with --runtime ray (the simulator makes its own faults)")
     if out_dir is not None:
         _refuse_unusable_out(out_dir)
     if out_dir is not None and out_dir.exists() and any(out_dir.iterdir()):
         _input_error(f"--out {out_dir}: the folder exists and is not empty")
     if runtime == "ray" or (analyze_too and engine == "raydp"):  # else no Ray: runs in the simulator, local Spark
         _refuse_unreachable_ray(address)
+    if faults == "kernel":
+        _refuse_hosts_without_kernel_faults(address)
     out.print(f"[bold]Last Replica Standing[/] (KIP-966) under acks=all load on page-cache storage, ELR on vs off  runtime={runtime}", highlight=False)
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[step]}"), TimeElapsedColumn())
     with Progress(*columns, console=out) as progress:
@@ -246,7 +276,7 @@ def demo(runtime: str, address: str | None, out_dir: Path | None, analyze_too: b
 
         try:
             rows = demo_mod.run_demo(runtime=runtime, address=address, out_root=out_dir, on_progress=on_progress,
-                                     metrics_port=metrics_port, metrics_host=metrics_host,
+                                     metrics_port=metrics_port, metrics_host=metrics_host, faults=faults,
                                      on_metrics_url=lambda variant, url: progress.console.print(f"metrics ({variant}): {url}", highlight=False))
         except RunSetupError as exc:
             _input_error(str(exc))

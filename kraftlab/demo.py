@@ -106,10 +106,11 @@ def run_demo(
     metrics_port: int | None = None,
     metrics_host: str = "127.0.0.1",
     on_metrics_url: Callable[[str, str], None] | None = None,
+    faults: str = "emulated",
 ) -> list[DemoRow]:
     """Run both variants concurrently; rows in VARIANTS order. `metrics_port`: serve each run's
     metrics live, the first variant's on that port and the second's on the next one (0: any free
-    ports); each URL goes to `on_metrics_url(variant, url)`."""
+    ports); each URL goes to `on_metrics_url(variant, url)`. `faults`: the Ray runs' fault backend."""
     scenarios = [(variant, name, load_scenario(name, runtime=runtime)[0]) for variant, name in VARIANTS]
     root = Path(out_root) if out_root is not None else DEFAULT_RUNS_ROOT / f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
     if runtime == "ray":
@@ -126,7 +127,7 @@ def run_demo(
         if metrics_port is not None:
             port = metrics_port + index if metrics_port else 0
         result = run_scenario(sc, source=name, out_dir=root / name, on_step=step, address=address, metrics_port=port,
-                              metrics_host=metrics_host,
+                              metrics_host=metrics_host, faults=faults,
                               on_metrics_url=(lambda url: on_metrics_url(variant, url)) if on_metrics_url else None)
         if on_progress is not None:
             on_progress(variant, len(sc.steps), len(sc.steps), "done")

@@ -81,11 +81,38 @@ class RunResult:
         return bool(self.summary["ok"])
 
 
-def replay_command(source: str, scenario: Scenario, overrides: Sequence[str] = ()) -> str:
+def replay_command(source: str, scenario: Scenario, overrides: Sequence[str] = (), faults: str = "emulated") -> str:
     parts = ["kraftlab", "run", source, "--seed", str(scenario.seed), "--runtime", scenario.runtime]
     for item in overrides:
         parts += ["--set", item]
+    if faults != "emulated":
+        parts += ["--faults", faults]
     return shlex.join(parts)
+
+
+def kernel_faults_refusal(scenario: Scenario) -> str | None:
+    """Why `--faults kernel` cannot run `scenario`, found from the file alone (None: it can)."""
+    if scenario.runtime != "ray":
+        return "--faults kernel: only for runtime ray (the simulator makes its own faults); add --runtime ray"
+    for index, step in enumerate(scenario.steps):  # 0-based, as the loader's messages name steps
+        if step.kind() == "link" and step.link.delay_ms > 0:
+            return (f"steps[{index}].link.delay_ms: {step.link.delay_ms:g} ms, but with --faults kernel a delay needs the "
+                    f"kernel's netem queueing discipline, which kraftlab does not use{_netem_note()}; "
+                    "use --faults emulated, or a link with drop only")
+    return None
+
+
+def _netem_note() -> str:
+    """What this machine's kernel says of netem, when it can be read."""
+    import gzip
+
+    try:
+        config = gzip.decompress(Path("/proc/config.gz").read_bytes()).decode()
+    except OSError:
+        return ""
+    if "CONFIG_NET_SCH_NETEM=y" in config or "CONFIG_NET_SCH_NETEM=m" in config:
+        return ""
+    return " (and this machine's kernel lacks: CONFIG_NET_SCH_NETEM is not set)"
 
 
 def default_run_dir(scenario: Scenario, root: Path = DEFAULT_RUNS_ROOT) -> Path:
@@ -144,9 +171,12 @@ def _run_scenario(
     metrics_port: int | None = None,
     metrics_host: str = "127.0.0.1",
     on_metrics_url: Callable[[str], None] | None = None,
+    faults: str = "emulated",
 ) -> RunResult:
     """Run `scenario` and write its run directory; `source` is how the user named it (for replay).
     `address`: the Ray cluster to join for `runtime: ray` (default RAY_ADDRESS, else embedded).
+    `faults`: who makes a Ray run's network faults and crashes, "emulated" (kraftlab's send path)
+    or "kernel" (the hosts' packet filters; refused, as a RunSetupError, where they cannot).
     `metrics_port`: also serve the metrics live on http://metrics_host:metrics_port/metrics while
     the run goes (its URL is passed to `on_metrics_url`)."""
     tune_for_event_streams()
@@ -159,8 +189,16 @@ def _run_scenario(
     if metrics_port is not None:
         # Before Ray: a taken port is bad input, and nothing should run (Ray takes seconds to start).
         _refuse_unservable(metrics_host, metrics_port)
+    if faults == "kernel" and (refusal := kernel_faults_refusal(scenario)) is not None:
+        raise RunSetupError(refusal)
     if scenario.runtime == "ray":
         _join_ray(address)
+    if faults == "kernel":
+        from actors.runtime.ray import adapter
+
+        problems = adapter.kernel_fault_problems()
+        if problems:
+            raise RunSetupError("--faults kernel: the cluster's hosts cannot make kernel faults: " + "; ".join(problems))
     final_dir.parent.mkdir(parents=True, exist_ok=True)
     work_dir = final_dir.with_name(f".{final_dir.name}.partial-{os.getpid()}")
     shutil.rmtree(work_dir, ignore_errors=True)
@@ -215,7 +253,7 @@ def _run_scenario(
 
     try:
         try:
-            runtime = build_cluster(scenario, [events, availability, metrics_sink], address)
+            runtime = build_cluster(scenario, [events, availability, metrics_sink], address, faults)
             metrics.model.lost.view = runtime.view()
             steps = StepRunner(runtime, scenario)
             failures = steps.run(on_step)
@@ -235,7 +273,7 @@ def _run_scenario(
                 runtime.settle()
             if at_end is None and runtime is not None:
                 at_end = capture_verdict(runtime)
-            summary = build_summary(scenario, runtime, failures, wall_s, replay_command(source, scenario, overrides), availability, at_end)
+            summary = build_summary(scenario, runtime, failures, wall_s, replay_command(source, scenario, overrides, faults), availability, at_end)
         finally:
             close_everything()
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM (actors/runtime/interrupts.py)

@@ -65,14 +65,16 @@ def sim_cluster(scenario: Scenario, event_sinks: Sequence[Callable] = ()) -> Sim
 
 
 def ray_cluster(scenario: Scenario, event_sinks: Sequence[Callable] = (), **options: Any) -> RayCluster:
-    """`options`: RayCluster's keywords (address, data_root, poll_interval_ms, check_invariants)."""
+    """`options`: RayCluster's keywords (address, data_root, poll_interval_ms, check_invariants, fault_backend)."""
     from actors.runtime.ray.cluster import RayCluster  # Ray is only loaded when used
 
     return RayCluster(run_settings(scenario), event_sinks=event_sinks, **options)
 
 
-def build_cluster(scenario: Scenario, event_sinks: Sequence[Callable] = (), address: str | None = None) -> SimCluster | RayCluster:
-    """The scenario's cluster on its runtime, brought up (`address`: the Ray cluster to join)."""
+def build_cluster(scenario: Scenario, event_sinks: Sequence[Callable] = (), address: str | None = None,
+                  faults: str = "emulated") -> SimCluster | RayCluster:
+    """The scenario's cluster on its runtime, brought up (`address`: the Ray cluster to join;
+    `faults`: a Ray cluster's fault backend, emulated or kernel)."""
     if scenario.runtime == "ray":
-        return ray_cluster(scenario, event_sinks, address=address)
+        return ray_cluster(scenario, event_sinks, address=address, fault_backend=faults)
     return sim_cluster(scenario, event_sinks)

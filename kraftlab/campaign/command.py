@@ -34,9 +34,26 @@ def runtime_of(campaign: Campaign, cell: Cell) -> str:
     return campaign.base_with(cell.overrides()).get("runtime", "sim")
 
 
+def kernel_faults_refusal(campaign: Campaign) -> str | None:
+    """Why `--faults kernel` cannot run `campaign`, from its file alone (None: it can)."""
+    sim_cells = [cell.label() for cell in campaign.spec.cells() if runtime_of(campaign, cell) != "ray"]
+    if sim_cells:
+        return (f"--faults kernel: only for runtime ray runs, and these cells run in the simulator: {'; '.join(sim_cells)} "
+                "(set `runtime: ray` in the base scenario, or a matrix key `runtime: [ray]`)")
+    faults = campaign.spec.faults
+    if faults is not None:
+        if "slow" in faults.kinds:
+            return "faults.kinds: `slow` delays a link, which --faults kernel cannot (no netem): leave it out"
+        if "link" in faults.kinds and max(faults.link_delay_ms) > 0:
+            return (f"faults.link_delay_ms: {list(faults.link_delay_ms)}, but --faults kernel cannot delay (no netem): "
+                    "set it to [0, 0] (the link faults then drop only)")
+    return None
+
+
 def execute_campaign(campaign: Campaign, out: Path, *, parallel: int | None, address: str | None, console: Console,
-                     minimize_budget: int = DEFAULT_BUDGET, keep_runs: str = "all") -> dict[str, Any]:
-    """Run what is missing, minimize each new failure signature, write summary.json; return it."""
+                     minimize_budget: int = DEFAULT_BUDGET, keep_runs: str = "all", faults: str = "emulated") -> dict[str, Any]:
+    """Run what is missing, minimize each new failure signature, write summary.json; return it.
+    `faults`: the `runtime: ray` runs' fault backend (emulated or kernel)."""
     total = count_runs(campaign)
     console.print(f"[bold]{campaign.spec.name}[/]: {len(campaign.spec.cells())} cells × {len(campaign.spec.seed_list())} seeds = "
                   f"{total:,} runs  →  {out}", highlight=False)
@@ -44,8 +61,8 @@ def execute_campaign(campaign: Campaign, out: Path, *, parallel: int | None, add
 
     def make_executor(runs_dir: Path):
         if parallel == 0:
-            return InProcess(runs_dir, keep_runs)
-        return OnRay(runs_dir, address, parallel, ray_runs="ray" in runtimes, keep_runs=keep_runs)
+            return InProcess(runs_dir, keep_runs, faults)
+        return OnRay(runs_dir, address, parallel, ray_runs="ray" in runtimes, keep_runs=keep_runs, faults=faults)
 
     disk = DiskWatch(out / "runs", keep_runs)
     started = time.monotonic()

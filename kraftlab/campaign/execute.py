@@ -30,10 +30,11 @@ from workloads.campaign.generate import RunPlan
 from .outcome import error_row, read_history_findings, row_from_summary
 
 
-def replay_command(runs_dir: Path, plan: RunPlan) -> str:
+def replay_command(runs_dir: Path, plan: RunPlan, faults: str = "emulated") -> str:
     """The command that reruns one run alone: its complete scenario is kept in its run directory."""
     runtime = plan.raw.get("runtime", "sim")
-    return f"kraftlab run {runs_dir / plan.run / 'scenario.yaml'} --runtime {runtime}"
+    return f"kraftlab run {runs_dir / plan.run / 'scenario.yaml'} --runtime {runtime}" + (
+        f" --faults {faults}" if faults != "emulated" else "")
 
 
 # What `--keep-runs failures` removes from a run that found nothing: its bulk (a standard run's
@@ -43,19 +44,19 @@ BULK = ("events", "metrics.om", "ray")
 
 
 def execute_plan(plan: RunPlan, runs_dir: Path, address: str | None = None, replay_dir: Path | None = None,
-                 keep_runs: str = "all") -> dict[str, Any]:
+                 keep_runs: str = "all", faults: str = "emulated") -> dict[str, Any]:
     """Run `plan` into `runs_dir/<run>/` (replacing what a killed campaign left there) and return
     its results row (its replay command names `replay_dir`, default `runs_dir`). With `keep_runs`
     "failures", an ok run's history and metrics are removed once its row is made (`history_kept`
-    false in the row)."""
+    false in the row). `faults`: a `runtime: ray` run's fault backend (emulated or kernel)."""
     out_dir = runs_dir / plan.run
-    replay = replay_command(replay_dir or runs_dir, plan)
+    replay = replay_command(replay_dir or runs_dir, plan, faults)
     # The run's own summary.json says how to replay it too: from the scenario.yaml its folder will
     # keep (a run id alone names no file a user could run).
     scenario_file = (replay_dir or runs_dir) / plan.run / "scenario.yaml"
     try:
         shutil.rmtree(out_dir, ignore_errors=True)
-        result = run_scenario(plan.scenario(), source=str(scenario_file), out_dir=out_dir, address=address)
+        result = run_scenario(plan.scenario(), source=str(scenario_file), out_dir=out_dir, address=address, faults=faults)
         row = row_from_summary(plan, result.summary, replay, read_history_findings(result.run_dir))
         row["history_kept"] = keep_runs == "all" or row["status"] != "ok"
         if not row["history_kept"]:
@@ -125,13 +126,14 @@ class Executor:
 class InProcess(Executor):
     """Runs each plan at once in this process (tests of the campaign's bookkeeping; `--parallel 0`)."""
 
-    def __init__(self, runs_dir: Path, keep_runs: str = "all") -> None:
+    def __init__(self, runs_dir: Path, keep_runs: str = "all", faults: str = "emulated") -> None:
         self.runs_dir = runs_dir
         self.keep_runs = keep_runs
+        self.faults = faults
 
     def submit(self, plan: RunPlan) -> Future:
         future: Future = Future()
-        future.set_result(execute_plan(plan, self.runs_dir, keep_runs=self.keep_runs))
+        future.set_result(execute_plan(plan, self.runs_dir, keep_runs=self.keep_runs, faults=self.faults))
         return future
 
 
@@ -140,11 +142,13 @@ class OnRay(Executor):
     CPUs, on any of its nodes); `runtime: ray` runs from `threads` driver threads, each a cluster of
     actors. Both give `concurrent.futures` futures, so one `wait` watches both kinds."""
 
-    def __init__(self, runs_dir: Path, address: str | None, parallel: int | None, ray_runs: bool, keep_runs: str = "all") -> None:
+    def __init__(self, runs_dir: Path, address: str | None, parallel: int | None, ray_runs: bool, keep_runs: str = "all",
+                 faults: str = "emulated") -> None:
         from actors.runtime.ray.adapter import connect, task_submitter
 
         self.runs_dir = runs_dir
         self.keep_runs = keep_runs
+        self.faults = faults  # the `runtime: ray` runs' fault backend
         self.address = address
         self.connection = connect(address)
         # Default window: simulator runs, a task per CPU plus as many queued (no CPU waits for the
@@ -160,7 +164,7 @@ class OnRay(Executor):
 
     def submit(self, plan: RunPlan) -> Future:
         if plan.raw.get("runtime", "sim") == "ray":
-            return self._threads.submit(execute_plan, plan, self.runs_dir, self.address, None, self.keep_runs)
+            return self._threads.submit(execute_plan, plan, self.runs_dir, self.address, None, self.keep_runs, self.faults)
         return self._start_task(plan, self.runs_dir, self.keep_runs)
 
     def row(self, result: Any, plan: RunPlan) -> dict[str, Any]:

@@ -3,7 +3,7 @@ index of its subnet (the lowest free one when it came up).
 
 Addresses come only from 198.18.0.0/15, the block RFC 2544 sets aside for testing network
 equipment: nothing real answers there, so a rule or a route made here can never reach another
-network. The block is cut into 128 subnets of /22, one per testbed (index 0..127); in a testbed's
+network. The block is cut into 32 subnets of /20, one per testbed (index 0..31); in a testbed's
 subnet `S`:
 
 - S+1 is the machine's own address on the testbed's bridge (the hosts reach this machine there);
@@ -24,21 +24,25 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from actors.runtime.ray import host_addresses
+
 BLOCK = ipaddress.IPv4Network("198.18.0.0/15")
-SUBNET_PREFIX = 22
-SUBNETS = 2 ** (SUBNET_PREFIX - BLOCK.prefixlen)  # 128 testbeds at most on one machine
+SUBNET_PREFIX = 20
+SUBNETS = 2 ** (SUBNET_PREFIX - BLOCK.prefixlen)  # 32 testbeds at most on one machine
 FIRST_HOST_OFFSET = 10
 NODE_POOL_OFFSET = 256
-NODE_POOL_SIZE = 16
+# Node addresses per host: the nodes of every run on the host at once (a campaign runs several
+# clusters side by side; each puts its clients and a share of its brokers and voters on a host).
+NODE_POOL_SIZE = 128
 MAX_HOSTS = (NODE_POOL_OFFSET - FIRST_HOST_OFFSET - 1)  # host addresses stay below the pools
 NAME_PATTERN = re.compile(r"[a-z][a-z0-9-]{0,23}")
 DEFAULT_NAME = "default"
 DEFAULT_HOSTS = 4
-# Where each host sees its own data directory (a bind mount of the host's folder on the machine).
-HOST_DATA_DIR = "/var/lib/kraftlab"
-# The file, in a host's data directory, that tells processes on the host which host they are on
-# and which addresses its kraftlab nodes may take.
-HOST_FILE = "host.json"
+# Where each host sees its own data directory (a bind mount of the host's folder on the machine),
+# and the file there that tells processes on the host which host they are on and which addresses
+# its kraftlab nodes may take (actors/runtime/ray/host_addresses.py).
+HOST_DATA_DIR = str(host_addresses.HOST_DATA_DIR)
+HOST_FILE = host_addresses.HOST_FILE.name
 
 
 def name_problem(name: str) -> str | None:

@@ -43,8 +43,7 @@ def testbed_machine():
         pytest.skip(problem)
 
 
-@pytest.fixture
-def make_testbed():
+def _testbeds():
     """Bring up testbeds by name and host count; every one is removed at the end."""
     made: list[str] = []
 
@@ -58,3 +57,7 @@ def make_testbed():
     yield make
     for name in made:
         kraftlab("testbed", "down", "--name", name)
+
+
+make_testbed = pytest.fixture(_testbeds)
+make_testbed_for_module = pytest.fixture(scope="module")(_testbeds)

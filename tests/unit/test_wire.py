@@ -114,3 +114,32 @@ def test_closing_a_listener_ends_its_open_connections_without_a_logged_error():
     reported, readers = asyncio.run(scenario())
     assert len(readers) == 1 and readers[0].done() and not readers[0].cancelled()
     assert reported == []
+
+
+def test_a_link_with_an_address_of_its_own_connects_from_it_with_a_user_timeout():
+    """`--faults kernel`: a node's connections come from its own address (the kernel's rules name
+    it), and carry TCP_USER_TIMEOUT, after which unacknowledged data breaks the link (that part
+    needs a real cut: tests/testbed)."""
+    import socket
+
+    async def scenario():
+        peers: list = []
+
+        async def accept(reader, writer):
+            peers.append(writer.get_extra_info("peername")[0])
+            await reader.read()  # until the link closes
+            writer.close()
+
+        server = await asyncio.start_server(accept, "127.0.0.1", 0)
+        links = WireLinks(TOKEN, local_address="127.0.0.3", timeout_ms=1500)
+        links.set_address("b2", server.sockets[0].getsockname()[:2])
+        await links.send("b2", [(0.0, "hello")])
+        await _eventually(lambda: peers)
+        _, writer = links._open["b2"]
+        timeout = writer.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT)
+        links.close()
+        server.close()
+        return peers, timeout
+
+    peers, timeout = asyncio.run(scenario())
+    assert peers == ["127.0.0.3"] and timeout == 1500

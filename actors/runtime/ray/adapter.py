@@ -10,10 +10,13 @@ nodes) runs there; `placement.assign_hosts` decides which host goes to which nod
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import secrets
 import shutil
+import signal
 import socket
+import subprocess
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
@@ -29,7 +32,7 @@ from actors.runtime.network import NetworkFaults
 from actors.survivors import survivors
 from storage.modes import CrashKind, StorageMode
 
-from . import file_store
+from . import file_store, host_addresses
 from .node_process import Clock, NodeProcess
 from .role_specs import RoleSpec
 from .wire import Address, WireLinks, WireListener
@@ -40,6 +43,10 @@ ACTOR_OPTIONS = {"num_cpus": 0, "max_restarts": 0, "max_concurrency": 1000}
 # `ray.kill` returns while the actor's process lives on for some milliseconds (tens, on a loaded
 # machine), still able to write: whoever cuts or removes its files first waits for its end.
 PROCESS_END_TIMEOUT_S = 10.0
+# With `--faults kernel`: how long a wire connection may keep data unacknowledged, or take to
+# connect, before it is given up (wire.py); Kafka's KRaft requests time out after 2 s
+# (controller.quorum.request.timeout.ms).
+KERNEL_WIRE_TIMEOUT_MS = 3_000
 
 
 # The logs folder of the Ray session this process started (None when it joined a cluster, whose
@@ -216,17 +223,37 @@ def kill(handle) -> None:
         pass
 
 
-def create_agent(host: str, node_id: str, root: str, mode: StorageMode, epoch_s: float, token: bytes):
-    return HostAgent.options(**ACTOR_OPTIONS, **_on_node(node_id)).remote(host, node_id, root, mode.value, epoch_s, token)
+def create_agent(host: str, node_id: str, root: str, mode: StorageMode, epoch_s: float, token: bytes, kernel: bool = False):
+    """`kernel`: the run's faults are the kernel's (`--faults kernel`): its nodes take addresses of
+    their own, and crashes are SIGKILLs."""
+    return HostAgent.options(**ACTOR_OPTIONS, **_on_node(node_id)).remote(host, node_id, root, mode.value, epoch_s, token, kernel)
 
 
-def create_client(name: str, spec: RoleSpec, node_id: str, root: str, epoch_s: float, seed: int, token: bytes):
+def create_client(name: str, spec: RoleSpec, node_id: str, root: str, epoch_s: float, seed: int, token: bytes,
+                  kernel: bool = False):
     """A client node: no host agent (clients have no data worth a failure domain). Returns its
     handle and the address it listens on (wire.py)."""
     actor = NodeActor.options(**ACTOR_OPTIONS, **_on_node(node_id)).remote(
         name, spec, str(Path(root) / name), StorageMode.PAGE_CACHE.value, epoch_s, seed, 0
     )
-    return actor, ray.get(actor.listen.remote(token))
+    return actor, ray.get(actor.listen.remote(token, kernel))
+
+
+def create_kernel_fault_agents(node_ids: list[str]) -> dict[str, Any]:
+    """One `KernelFaultAgent` on each of the Ray nodes (the hosts whose packet filters carry a
+    run's rules)."""
+    return {node_id: KernelFaultAgent.options(**ACTOR_OPTIONS, **_on_node(node_id)).remote() for node_id in node_ids}
+
+
+def kernel_fault_problems(timeout_s: float = 60.0) -> list[str]:
+    """Why the live Ray nodes cannot make a run's kernel faults (none: they can)."""
+    agents = create_kernel_fault_agents([n["node_id"] for n in alive_nodes()])
+    try:
+        answers = ray.get([agent.problem.remote() for agent in agents.values()], timeout=timeout_s)
+    finally:
+        for agent in agents.values():
+            kill(agent)
+    return [problem for problem in answers if problem]
 
 
 def this_node() -> str:
@@ -298,11 +325,18 @@ class NodeActor:
     async def _transport(self, dst: str, batch: list[tuple[float, Envelope]]) -> None:
         await self.links.send(dst, batch)
 
-    async def listen(self, token: bytes) -> Address:
-        """Open the node's wire: listen on this Ray node's address; returns it (host, port)."""
-        self.links = WireLinks(token)
+    async def listen(self, token: bytes, kernel: bool = False) -> Address:
+        """Open the node's wire: listen on this Ray node's address, or with `kernel` on an address
+        of the node's own, claimed from the host's pool for the process's life
+        (host_addresses.py); returns it (host, port)."""
+        if kernel:
+            address, self._address_claim = host_addresses.claim()
+            self.links = WireLinks(token, local_address=address, timeout_ms=KERNEL_WIRE_TIMEOUT_MS)
+        else:
+            address = ray.util.get_node_ip_address()
+            self.links = WireLinks(token)
         self.listener = WireListener(self.process.deliver, token)
-        return await self.listener.start(ray.util.get_node_ip_address())
+        return await self.listener.start(address)
 
     async def start(self, peers: dict[str, Address], faults: NetworkFaults) -> dict[str, Any]:
         for name, address in peers.items():
@@ -378,9 +412,10 @@ class HostAgent:
     host, then cuts every file to what was flushed; a disk loss kills them and wipes the directory.
     """
 
-    def __init__(self, host: str, node_id: str, root: str, mode: str, epoch_s: float, token: bytes) -> None:
+    def __init__(self, host: str, node_id: str, root: str, mode: str, epoch_s: float, token: bytes, kernel: bool = False) -> None:
         self.host = host
         self.token = token  # the run's wire token (wire.py), handed to the nodes it creates
+        self.kernel = kernel  # `--faults kernel`: nodes on addresses of their own; crashes are SIGKILLs
         self.node_id = node_id
         self.root = Path(root) / host
         self.root.mkdir(parents=True, exist_ok=True)
@@ -427,7 +462,7 @@ class HostAgent:
         )
         self.nodes[name] = actor
         self.pids[name] = actor.pid.remote()  # answered once the process is up
-        return actor, await actor.listen.remote(self.token)
+        return actor, await actor.listen.remote(self.token, self.kernel)
 
     async def _kill(self, names) -> list:
         """Kill the processes; returns the events each had not handed over yet (frozen first, so
@@ -444,6 +479,9 @@ class HostAgent:
                     events += await actor.freeze.remote()
                 except Exception:  # noqa: BLE001 - already dead: its last events are gone with it
                     pass
+                if self.kernel and pids[-1] is not None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pids[-1], signal.SIGKILL)  # the kernel ends it, as it ends a crashed process
                 ray.kill(actor, no_restart=True)
         await asyncio.to_thread(wait_for_processes_to_end, [pid for pid in pids if pid is not None])
         return events
@@ -485,6 +523,43 @@ class HostAgent:
 
     async def running(self) -> list[str]:
         return sorted(self.nodes)
+
+
+@ray.remote
+class KernelFaultAgent:
+    """Loads a run's packet-filter rules (actors/runtime/kernel_rules.py) into its host's kernel
+    with `nft`: as root, or through passwordless `sudo -n nft` (on machines you own)."""
+
+    def __init__(self) -> None:
+        self.nft = ["nft"] if os.geteuid() == 0 else ["sudo", "-n", "nft"]
+        self.where = f"{socket.gethostname()} ({ray.util.get_node_ip_address()})"
+
+    def __repr__(self) -> str:
+        return "KernelFaultAgent"
+
+    def _nft(self, script: str) -> subprocess.CompletedProcess:
+        return subprocess.run([*self.nft, "-f", "-"], input=script, text=True, capture_output=True)
+
+    async def problem(self) -> str | None:
+        """Why this host cannot make kernel faults, or None."""
+        try:
+            listed = subprocess.run([*self.nft, "list", "tables"], text=True, capture_output=True)
+        except FileNotFoundError:
+            return f"{self.where}: `{self.nft[0]}` is missing" + (" (the Debian package nftables)" if self.nft[0] == "nft" else "")
+        if listed.returncode != 0:
+            return (f"{self.where}: `{' '.join(self.nft)} list tables` failed ({listed.stderr.strip()}): "
+                    "kernel faults need root, or passwordless `sudo nft` for this user")
+        try:
+            if host_addresses.free_count() == 0:
+                return f"{self.where}: every node address of {host_addresses.HOST_FILE} is taken"
+        except host_addresses.NoNodeAddress as exc:
+            return f"{self.where}: {exc}"
+        return None
+
+    async def apply(self, script: str) -> None:
+        done = self._nft(script)
+        if done.returncode != 0:
+            raise RuntimeError(f"{self.where}: nft -f failed: {done.stderr.strip()}\n{script}")
 
 
 # --- the transport ceilings (bench/ray_throughput.py) -------------------------------------------

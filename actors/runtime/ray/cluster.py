@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from actors.runtime import interrupts
+from actors.runtime import interrupts, kernel_rules
 from actors.runtime.api import ProtocolCommand, RunSettings, StepFailed
 from actors.runtime.clients import Clients
 from actors.runtime.network import NetworkFaults
@@ -60,7 +60,13 @@ class RayCluster(RoleCluster):
         data_root: Path | None = None,
         poll_interval_ms: float = POLL_INTERVAL_MS,
         check_invariants: bool = True,
+        fault_backend: str = "emulated",
     ) -> None:
+        """`fault_backend`: who makes the network faults and crashes: "emulated", kraftlab's own
+        send path and Ray's kill; "kernel", the hosts' packet filters (kernel_rules.py; every node
+        on an address of its own) and SIGKILL."""
+        if fault_backend not in ("emulated", "kernel"):
+            raise ValueError(f"fault_backend: expected emulated or kernel, got {fault_backend!r}")
         self.settings = run.cluster
         self.topics = run.topics
         self.mode = self.settings.storage
@@ -74,7 +80,13 @@ class RayCluster(RoleCluster):
         self.sim = RayWorld(lambda: (time.time() - self.epoch_s) * 1000.0)
         self.sim.trace.sinks.extend(event_sinks)
         self.faults = NetworkFaults()
-        self.fault_backend = "emulated"  # the `fault` rows' backend: kraftlab's send path and process kills
+        self.fault_backend = fault_backend  # also the `fault` rows' backend
+        self.kernel = fault_backend == "kernel"
+        # What the nodes' send paths apply: the faults in force, unless the kernel makes them.
+        self._send_path_faults = NetworkFaults() if self.kernel else self.faults
+        # The run's table in every host's packet filter, and the agents that load it there.
+        self.kernel_table = kernel_rules.table_name(secrets.token_hex(6))
+        self.kernel_agents: dict[str, Any] = {}
         self.clients: Clients | None = None
         self.watch_history(run.disruption_checks)
         self._next_seed = run.seed * 1_000_003
@@ -88,8 +100,11 @@ class RayCluster(RoleCluster):
         self.placement = assign_hosts(brokers, voters, ray_nodes)
         self.agents: dict[str, Any] = {}
         self.specs: dict[str, RoleSpec] = {}
+        if self.kernel:
+            self.kernel_agents = adapter.create_kernel_fault_agents(ray_nodes)
         for name in brokers + voters:
-            self.agents[name] = adapter.create_agent(name, self.placement[name], str(self.data_root), self.mode, self.epoch_s, self.wire_token)
+            self.agents[name] = adapter.create_agent(name, self.placement[name], str(self.data_root), self.mode, self.epoch_s,
+                                                     self.wire_token, self.kernel)
             self.sim.nodes[name] = RayNode(name)
             kind = "broker" if name.startswith("b") else "controller"
             self.specs[name] = RoleSpec(kind, self.settings, dirty_expire_ms=run.dirty_expire_ms, background_flush_interval_ms=run.background_flush_interval_ms)
@@ -120,7 +135,7 @@ class RayCluster(RoleCluster):
 
     def _start_nodes(self, names: list[str]) -> None:
         peers = self._peers()
-        infos = adapter.get([self.sim.nodes[n].handle.start.remote(peers, self.faults) for n in names], PROCESS_START_TIMEOUT_S)
+        infos = adapter.get([self.sim.nodes[n].handle.start.remote(peers, self._send_path_faults) for n in names], PROCESS_START_TIMEOUT_S)
         for name, info in zip(names, infos, strict=True):
             node = self.sim.nodes[name]
             node.starts += 1
@@ -204,7 +219,10 @@ class RayCluster(RoleCluster):
         load = {n: sum(1 for h, where in self.placement.items() if where == n and self.agents.get(h) is not None) for n in alive}
         target = min(alive, key=lambda n: (load[n], alive.index(n)))
         self.placement[host] = target
-        self.agents[host] = adapter.create_agent(host, target, str(self.data_root), self.mode, self.epoch_s, self.wire_token)
+        if self.kernel and target not in self.kernel_agents:  # a Ray node that joined since: its packet filter too
+            self.kernel_agents.update(adapter.create_kernel_fault_agents([target]))
+            self._push_faults()
+        self.agents[host] = adapter.create_agent(host, target, str(self.data_root), self.mode, self.epoch_s, self.wire_token, self.kernel)
         info = adapter.get(self.agents[host].where.remote(), CALL_TIMEOUT_S)
         self.sim.record(HostMoved(host, target, not info["recovered_from_os_crash"]))
 
@@ -222,9 +240,12 @@ class RayCluster(RoleCluster):
     def add_client(self, name: str, kind: str, producer_id: int = 0) -> None:
         node = self.sim.nodes[name] = RayNode(name)
         self.specs[name] = RoleSpec(kind, self.settings, producer_id=producer_id)
-        node.handle, node.address = adapter.create_client(name, self.specs[name], self.head_node, str(self.data_root / "clients"), self.epoch_s, self._seed(), self.wire_token)
+        node.handle, node.address = adapter.create_client(name, self.specs[name], self.head_node, str(self.data_root / "clients"),
+                                                          self.epoch_s, self._seed(), self.wire_token, self.kernel)
         self._announce(name)
         self._start_nodes([name])
+        if self.kernel and self.faults.active:
+            self._push_faults()  # a client on a new address: the rules of an isolation name it too
 
     def invoke(self, name: str, fn) -> Any:
         node = self.sim.nodes[name]
@@ -299,6 +320,8 @@ class RayCluster(RoleCluster):
             self._replace_agent(node)
         slot.handle, slot.address = adapter.get(self.agents[node].create_node.remote(node, self.specs[node], self._seed(), slot.starts), PROCESS_START_TIMEOUT_S)
         self._announce(node)
+        if self.kernel and self.faults.active:
+            self._push_faults()  # the node's new address and port: the rules in force follow it
         self._start_nodes([node])
 
     def shutdown(self, node: str, timeout_ms: float) -> None:
@@ -311,8 +334,18 @@ class RayCluster(RoleCluster):
             raise StepFailed(f"{node} did not finish its controlled shutdown within {timeout_ms:g} ms")
 
     def _push_faults(self) -> None:
-        refs = [n.handle.set_faults.remote(self.faults) for n in self.sim.nodes.values() if n.handle is not None]
-        adapter.wait_quietly(refs, CALL_TIMEOUT_S)
+        """Make the faults in force: in every node's send path, or (kernel) as the rules of every
+        host's packet filter, naming each running node by its wire's address and port."""
+        if not self.kernel:
+            refs = [n.handle.set_faults.remote(self.faults) for n in self.sim.nodes.values() if n.handle is not None]
+            adapter.wait_quietly(refs, CALL_TIMEOUT_S)
+            return
+        endpoints = {name: tuple(n.address) for name, n in self.sim.nodes.items() if n.handle is not None and n.address is not None}
+        try:
+            script = kernel_rules.ruleset(self.kernel_table, self.faults, endpoints)
+        except kernel_rules.KernelFaultUnsupported as exc:
+            raise StepFailed(f"--faults kernel: {exc}") from None
+        adapter.get([agent.apply.remote(script) for agent in self.kernel_agents.values()], CALL_TIMEOUT_S)
 
     def isolate(self, node: str) -> None:
         self.faults.isolate(node)
@@ -392,6 +425,9 @@ class RayCluster(RoleCluster):
         timeout_s = STOPPING_TIMEOUT_S if interrupts.interrupted() else CALL_TIMEOUT_S
         try:
             self._stop_clients()
+            if self.kernel_agents:  # the run's rules leave the hosts' packet filters
+                adapter.wait_quietly([agent.apply.remote(kernel_rules.removal(self.kernel_table))
+                                      for agent in self.kernel_agents.values()], timeout_s)
             closing = [agent.close.remote() for agent in agents]
             answered = adapter.finished(closing, timeout_s)
             if self._own_data_root:
@@ -400,7 +436,7 @@ class RayCluster(RoleCluster):
                 adapter.wait_quietly([agent.remove_data.remote() for agent, ref in zip(agents, closing, strict=True) if ref in answered],
                                      timeout_s)
         finally:
-            for agent in agents:
+            for agent in [*agents, *self.kernel_agents.values()]:
                 adapter.kill(agent)
             for node in self.sim.nodes.values():  # whatever an agent that did not answer left running
                 if node.handle is not None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import pickle
+import socket
 import struct
 from collections.abc import Callable
 from typing import Any
@@ -92,10 +93,20 @@ class WireListener:
 
 class WireLinks:
     """A node's outgoing connections, one per destination node. `addresses` is where each peer
-    listens now (the driver updates it when a peer restarts)."""
+    listens now (the driver updates it when a peer restarts).
 
-    def __init__(self, token: bytes) -> None:
+    `local_address`: connect from this address (the node's own, with `--faults kernel`), so that
+    the kernel's rules can tell the node's connections apart. `timeout_ms`: give up a connection
+    whose data stays unacknowledged this long (TCP_USER_TIMEOUT), and a connect that takes this
+    long. Without it, a link the kernel cuts keeps its frames in the socket's buffer and TCP
+    retransmits them for minutes, with back-off, after the cut is healed; with it, the link breaks
+    as Kafka's clients break a connection whose request timed out: what was in flight is lost
+    (counted as dropped), and the next frame opens a new connection."""
+
+    def __init__(self, token: bytes, local_address: str | None = None, timeout_ms: int | None = None) -> None:
         self.token = token
+        self.local_address = local_address
+        self.timeout_ms = timeout_ms
         self.addresses: dict[str, Address] = {}
         self._open: dict[str, tuple[Address, asyncio.StreamWriter]] = {}
 
@@ -125,10 +136,14 @@ class WireLinks:
         if held is not None and held[0] == address and not held[1].is_closing():
             return held[1]
         self._drop(dst)
+        local = None if self.local_address is None else (self.local_address, 0)
+        timeout_s = None if self.timeout_ms is None else self.timeout_ms / 1000
         try:
-            _, writer = await asyncio.open_connection(*address)
-        except OSError as e:
-            raise ConnectionError(f"cannot reach {dst} at {address[0]}:{address[1]}: {e}") from e
+            _, writer = await asyncio.wait_for(asyncio.open_connection(*address, local_addr=local), timeout_s)
+        except (OSError, asyncio.TimeoutError) as e:
+            raise ConnectionError(f"cannot reach {dst} at {address[0]}:{address[1]}: {e or 'timed out'}") from e
+        if self.timeout_ms is not None:
+            writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, self.timeout_ms)
         writer.write(frame(self.token))
         self._open[dst] = (address, writer)
         return writer

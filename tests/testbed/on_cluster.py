@@ -1,0 +1,112 @@
+"""Run on a testbed's Ray head through `ray exec` (tests/testbed): every library scenario with
+network faults, with `--faults kernel`, a few at a time; one JSON line per scenario.
+
+    python tests/testbed/on_cluster.py library OUT_DIR [NAME ...]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+NETWORK_STEPS = {"isolate", "partition", "link", "heal"}
+PARALLEL = 3
+
+
+def kernel_scenarios() -> list[str]:
+    """The library scenarios with network faults that the kernel can make (no link delay)."""
+    from kraftlab.runner import kernel_faults_refusal
+    from workloads.scenario.loading import library_scenarios, load_scenario
+
+    names = []
+    for name in sorted(library_scenarios()):
+        scenario, _ = load_scenario(name, runtime="ray")
+        if {step.kind() for step in scenario.steps} & NETWORK_STEPS and kernel_faults_refusal(scenario) is None:
+            names.append(name)
+    return names
+
+
+def library(out: Path, names: list[str]) -> None:
+    from actors.runtime.ray import adapter
+    from kraftlab.runner import run_scenario
+    from workloads.scenario.loading import load_scenario
+
+    adapter.connect("auto")
+
+    def one(name: str) -> dict:
+        scenario, _ = load_scenario(name, runtime="ray")
+        try:
+            result = run_scenario(scenario, source=name, out_dir=out / name, faults="kernel")
+        except Exception as exc:  # noqa: BLE001 - reported, not raised: the others go on
+            return {"scenario": name, "ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        s = result.summary
+        return {"scenario": name, "ok": s["ok"], "failures": s["failures"],
+                "violations": sorted(v["invariant"] for v in s["violations"]), "expected": s["expect_violations"],
+                "wall_s": s["stats"]["wall_s"]}
+
+    with ThreadPoolExecutor(PARALLEL) as pool:
+        for answer in pool.map(one, names or kernel_scenarios()):
+            print("SCENARIO " + json.dumps(answer), flush=True)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "library":
+        library(Path(sys.argv[2]), sys.argv[3:])
+
+
+def probe(out: Path) -> None:
+    """A kernel partition cuts the data plane and nothing else: with b3 isolated by the hosts'
+    packet filters, no frame reaches b3 and b3's sends break (its wire's connections time out),
+    while the driver's Ray calls to b3 and tasks on every host still answer; the run's table is
+    in every host's packet filter meanwhile, and gone after the cluster closes. A partition of b1
+    from b3 leaves b3's other links up."""
+    import subprocess
+    import time
+
+    import ray
+
+    from actors.runtime.ray import adapter
+    from workloads.drivers import ray_cluster
+    from workloads.scenario.loading import validate
+
+    adapter.connect("auto")
+
+    @ray.remote(num_cpus=0)
+    def tables() -> str:
+        return subprocess.run(["nft", "list", "tables"], capture_output=True, text=True).stdout
+
+    def on_every_host() -> list[str]:
+        return ray.get([tables.options(label_selector={adapter.NODE_LABEL: n["node_id"]}).remote()
+                        for n in adapter.alive_nodes()], timeout=60)
+
+    scenario = validate({"name": "kernel-probe", "runtime": "ray", "cluster": {"brokers": 3, "controllers": 1},
+                         "topics": [{"name": "t", "replication_factor": 3}]}, "on_cluster.py")
+    cluster = ray_cluster(scenario, fault_backend="kernel", data_root=out / "data")
+    answer: dict = {"addresses": {name: list(node.address) for name, node in cluster.sim.nodes.items()}}
+    try:
+        cluster.run_for(2_000)
+        answer["before"] = cluster.counters("b3")
+        cluster.isolate("b3")
+        answer["tables_during"] = [cluster.kernel_table in listed for listed in on_every_host()]
+        cluster.run_for(1_000)  # what was in flight when the rules came
+        answer["isolated_at_1s"] = cluster.counters("b3")
+        cluster.run_for(6_000)  # more than the wire's 3 s timeout
+        answer["isolated_at_7s"] = cluster.counters("b3")
+        cluster.heal(None)
+        cluster.run_for(3_000)
+        answer["healed_at_3s"] = cluster.counters("b3")
+        # A partition of b1 from b3 alone leaves b3's links to the others up.
+        cluster.partition([["b1"], ["b3"]])
+        cluster.run_for(4_000)
+        answer["partitioned_from_b1_at_4s"] = cluster.counters("b3")
+        cluster.heal(None)
+    finally:
+        cluster.close()
+    answer["tables_after"] = [cluster.kernel_table in listed for listed in on_every_host()]
+    print("PROBE " + json.dumps(answer), flush=True)
+
+
+if __name__ == "__main__" and sys.argv[1] == "probe":
+    probe(Path(sys.argv[2]))
