@@ -113,9 +113,11 @@ def load_plan(name: str) -> TestbedPlan | None:
     path = state_root() / name / "plan.json"
     try:
         saved = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return TestbedPlan(name, int(saved["hosts"]), int(saved["index"]), state_root())
+        tb = TestbedPlan(name, int(saved["hosts"]), int(saved["index"]), state_root())
+        tb.network  # noqa: B018 - an index outside the block is no plan of this kraftlab's
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # `down` still finds the hosts by their namespaces' names
+    return tb
 
 
 # --- up -------------------------------------------------------------------------------------------

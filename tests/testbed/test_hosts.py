@@ -113,7 +113,7 @@ def test_down_after_a_crashed_up_removes_what_it_left():
     """What an `up` killed half-way leaves: its plan, the bridge, one host running, the second
     host's namespace without its link. `down` removes all of it."""
     lifecycle.down(NAME, log=lambda _m: None)
-    tb = plan.TestbedPlan(NAME, 2, lifecycle._used_indexes().__len__() + 100, lifecycle.state_root())
+    tb = plan.TestbedPlan(NAME, 2, max(set(range(plan.SUBNETS)) - lifecycle._used_indexes()), lifecycle.state_root())
     tb.folder.mkdir(parents=True)
     (tb.folder / "plan.json").write_text(json.dumps({"name": NAME, "hosts": 2, "index": tb.index}))
     try:

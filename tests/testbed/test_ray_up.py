@@ -6,7 +6,7 @@ shares none with two of them), brought up with `ray up` of its cluster file; the
 order, the last one `ray down`s it, and the fixture removes the testbed.
 
 `KRAFTLAB_TESTBED_LIBRARY=all` runs every library scenario with network faults on it with
-`--faults kernel` (about 25 minutes here); by default CI runs one of each kind of network fault.
+`--faults kernel` (13 minutes here); by default CI runs three of them (docs/testbed.md).
 """
 
 from __future__ import annotations

@@ -68,3 +68,14 @@ def test_cluster_file_one_ray_node_per_host():
     assert "RAY_enable_autoscaler_v2=0 ray start --head" in head and "--node-ip-address=198.18.0.11" in head
     assert config["head_start_ray_commands"][0] == config["worker_start_ray_commands"][0] == "ray stop"
     assert f"--num-cpus={cluster_file.cpus_per_host(3)}" in config["worker_start_ray_commands"][1]
+
+
+def test_a_plan_this_kraftlab_could_not_have_made_is_no_plan(tmp_path, monkeypatch):
+    """`down` then finds the hosts by their namespaces' names alone, instead of failing."""
+    monkeypatch.setenv("KRAFTLAB_TESTBEDS", str(tmp_path))
+    (tmp_path / "t").mkdir()
+    for saved in ('{"hosts": 2, "index": 100}', '{"hosts": 2}', "not json"):
+        (tmp_path / "t" / "plan.json").write_text(saved)
+        assert lifecycle.load_plan("t") is None
+    (tmp_path / "t" / "plan.json").write_text('{"hosts": 2, "index": 3}')
+    assert lifecycle.load_plan("t").network == plan.subnet(3)
