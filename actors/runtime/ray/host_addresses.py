@@ -43,32 +43,35 @@ def _lock_path(host_file: Path, address: str) -> Path:
     return folder / address
 
 
+def _try_lock(host_file: Path, address: str) -> int | None:
+    """A descriptor holding `address`'s lock, or None when another process holds it."""
+    fd = os.open(_lock_path(host_file, address), os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
 def claim(host_file: Path = HOST_FILE) -> tuple[str, int]:
     """A free node address of this host and the descriptor that holds it (closing it, or the
     process's end, frees it)."""
     info = host_info(host_file)
     for address in info["node_addresses"]:
-        fd = os.open(_lock_path(host_file, address), os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            continue
-        return address, fd
+        fd = _try_lock(host_file, address)
+        if fd is not None:
+            return address, fd
     raise NoNodeAddress(f"host {info.get('host', '?')}: all {len(info['node_addresses'])} node addresses are taken "
                         "(by the nodes of the runs on it): fewer nodes on this host, or more hosts")
 
 
 def free_count(host_file: Path = HOST_FILE) -> int:
-    info = host_info(host_file)
+    """How many of this host's node addresses no process holds now."""
     free = 0
-    for address in info["node_addresses"]:
-        fd = os.open(_lock_path(host_file, address), os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            free += 1
-        except BlockingIOError:
-            pass
-        finally:
+    for address in host_info(host_file)["node_addresses"]:
+        fd = _try_lock(host_file, address)
+        if fd is not None:
             os.close(fd)
+            free += 1
     return free
