@@ -24,6 +24,11 @@ EXECUTORS = 1
 EXECUTOR_CORES = 2  # Spark's task slots in the executor
 EXECUTOR_RAY_CPUS = 1  # what the executor's actor reserves of Ray's CPUs
 EXECUTOR_MEMORY = "2GB"
+# Spark's inputs are the run's files, on the machine where the command runs (a run's driver writes
+# its history there; on a cluster the other hosts do not have them): the executor is placed on
+# this Ray node, by asking for a sliver of the resource only this node has.
+EXECUTOR_RESOURCE_PREFIX = "spark.ray.raydp_spark_executor.actor.resource."
+THIS_NODE_SHARE = 0.01
 
 
 def start(log_dir: Path, address: str | None = None):
@@ -43,8 +48,10 @@ def start(log_dir: Path, address: str | None = None):
     with warnings.catch_warnings(), console_to_file(Path(log_dir)):
         warnings.simplefilter("ignore")
         logging.getLogger("ray").setLevel(logging.ERROR)
+        configs = {**spark_conf(Path(log_dir)), "spark.ray.actor.resource.cpu": str(EXECUTOR_RAY_CPUS),
+                   EXECUTOR_RESOURCE_PREFIX + adapter.this_node_resource(): str(THIS_NODE_SHARE)}
         spark = raydp.init_spark(APP_NAME, num_executors=EXECUTORS, executor_cores=EXECUTOR_CORES,
-                                 executor_memory=EXECUTOR_MEMORY, configs={**spark_conf(Path(log_dir)), "spark.ray.actor.resource.cpu": str(EXECUTOR_RAY_CPUS)})
+                                 executor_memory=EXECUTOR_MEMORY, configs=configs)
     interrupts.reclaim()  # PySpark's SIGINT handler calls into the JVM the same Ctrl-C kills
     spark.sparkContext.setLogLevel("ERROR")
     return spark

@@ -6,7 +6,8 @@ namespace's process 1; it ends by exec'ing sshd, so the host lives exactly as lo
 killing that one process (SIGKILL, from the machine) ends every process of the host.
 
 In the mount namespace, private folders of the machine are bound over /tmp, the home directory
-and the data directory, and a tmpfs over /dev/shm: a file written there on one host is not seen on
+and the data directory, the testbed's hosts file over /etc/hosts (each host resolves every host's
+name), and a tmpfs over /dev/shm: a file written there on one host is not seen on
 another, as on separate machines. The rest of the file system is shared, as machines made from one
 image share their software: that is how every host finds the same kraftlab and Ray. Where that
 installation itself lies under a private folder (a clone in /tmp or in the home directory), it is
@@ -32,6 +33,10 @@ def main(spec: dict) -> None:
     os.dup2(log, 2)
     # Descriptors of the installation's folders, taken while their paths still show them.
     kept = [(os.open(path, os.O_PATH | os.O_DIRECTORY), path) for path in spec["keep"]]
+    # Files of the host's own, such as /etc/hosts: first, while their sources (in the machine's
+    # home) are not yet hidden by the host's home.
+    for source, target in spec["files"]:
+        _mount("--bind", source, target)
     for source, target in spec["binds"]:
         os.makedirs(target, exist_ok=True)
         _mount("--bind", source, target)

@@ -159,6 +159,7 @@ def _make(tb: TestbedPlan, log) -> None:
     _run("ip", "link", "set", tb.bridge, "up")
     Path(plan.HOST_DATA_DIR).mkdir(parents=True, exist_ok=True)  # the mount point every host binds its data over
     public_key = Path(f"{tb.key}.pub").read_text()
+    tb.hosts_file.write_text(tb.hosts_file_text())
     for host in tb.all_hosts():
         _make_host_network(tb, host)
         _make_host_folders(tb, host, public_key)
@@ -234,6 +235,7 @@ def _start_host(tb: TestbedPlan, host: HostPlan) -> None:
         "keep": _keep(installation()),
         # The home last: the other sources lie under it.
         "binds": [[str(host.tmp), "/tmp"], [str(host.data), plan.HOST_DATA_DIR], [str(host.home), home]],
+        "files": [[str(tb.hosts_file), "/etc/hosts"]],
         "shm_bytes": SHM_BYTES,
         "sshd": [shutil.which("sshd") or "/usr/sbin/sshd", "-D", "-e",
                  "-o", f"ListenAddress={host.address}", "-o", "PidFile=none",

@@ -121,6 +121,16 @@ class TestbedPlan:
     def cluster_file(self) -> Path:
         return self.folder / "cluster.yaml"
 
+    @property
+    def hosts_file(self) -> Path:
+        """Every host's /etc/hosts: a name that does not resolve breaks Java (RayDP's app master
+        calls `InetAddress.getLocalHost()`), as it would on a real machine."""
+        return self.folder / "etc-hosts"
+
+    def hosts_file_text(self) -> str:
+        names = "".join(f"{h.address}\t{h.name}\n" for h in self.all_hosts())
+        return f"127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n{names}"
+
     def host(self, number: int) -> HostPlan:
         if not 1 <= number <= self.hosts:
             raise ValueError(f"no host h{number} in testbed {self.name} (h1..h{self.hosts})")

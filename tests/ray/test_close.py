@@ -2,6 +2,7 @@
 the data, and each host's folder is removed by its own host agent (on a multi-node cluster the
 folder lives on that agent's machine, out of the driver's reach)."""
 
+import os
 import shutil
 import time
 
@@ -12,6 +13,8 @@ from workloads.drivers import ray_cluster
 from workloads.scenario.loading import validate
 from workloads.scenario.step_spec import ProduceArgs
 from workloads.steps import protocol_command
+
+from tests.ray.on_hosts import on_every_ray_node, on_ray_node
 
 pytestmark = pytest.mark.ray
 
@@ -46,8 +49,11 @@ def test_close_stops_every_process_before_the_agents_remove_their_folders(local_
     finally:
         cluster.close()
     assert {"b1", "c1"} < set(pids)  # and the clients
-    assert [node for node, pid in pids.items() if adapter.process_is_running(pid)] == []
+    # Each process looked for on its own host (clients run on the head's).
+    where = {node: cluster.placement.get(node, cluster.head_node) for node in pids}
+    assert [node for node, pid in pids.items() if on_ray_node(where[node], adapter.process_is_running, pid)] == []
     assert left_for_the_driver == ["clients"]  # b1's and c1's folders: removed by their agents
     assert not data_root.exists()
     time.sleep(1.0)
-    assert not data_root.exists()  # no writer left to bring a folder back
+    # No writer left to bring a folder back, here or on any host.
+    assert not data_root.exists() and not any(on_every_ray_node(os.path.exists, str(data_root)))

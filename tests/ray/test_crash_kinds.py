@@ -7,6 +7,8 @@
 | disk    | every actor killed; the host's directory wiped      | empty                        |
 """
 
+from pathlib import Path
+
 import pytest
 
 from actors.runtime.ray.cluster import RayCluster
@@ -14,6 +16,8 @@ from workloads.drivers import ray_cluster
 from workloads.scenario.loading import validate
 from workloads.scenario.step_spec import ProduceArgs
 from workloads.steps import protocol_command
+
+from tests.ray.on_hosts import on_ray_node
 
 pytestmark = pytest.mark.ray
 
@@ -33,6 +37,10 @@ def one_broker_scenario(storage: str):
 def leo(cluster: RayCluster) -> int | None:
     replica = cluster.view().replica("t-0", 1)
     return None if replica is None else replica.leo
+
+
+def has_log_files(folder: str) -> bool:
+    return any(Path(folder).rglob("log"))
 
 
 def restart_and_wait_for_log(cluster: RayCluster) -> int | None:
@@ -64,7 +72,8 @@ def test_fsync_survives_an_os_crash_but_not_a_disk_loss(local_ray, tmp_path):
         assert restart_and_wait_for_log(cluster) == 10  # fsynced before each acknowledgement
 
         cluster.crash("b1", "disk")
-        assert not any((tmp_path / "b1").rglob("log"))  # the host's directory was wiped
+        # The host's directory was wiped, on the host (b1's Ray node; on a cluster, not this one).
+        assert not on_ray_node(cluster.placement["b1"], has_log_files, str(tmp_path / "b1"))
         assert restart_and_wait_for_log(cluster) == 0
     finally:
         cluster.close()

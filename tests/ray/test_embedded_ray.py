@@ -24,11 +24,14 @@ pytestmark = pytest.mark.ray
 
 ROOT = Path(__file__).resolve().parents[2]
 CONNECT_AND_REPORT = """
-import json, ray
+import json, os, ray
 from actors.runtime.ray import adapter
 info = adapter.connect(None)
-print(json.dumps({**info, "gcs_address": ray.get_runtime_context().gcs_address}))
+during = os.environ.get("RAY_AUTH_MODE")
+gcs_address = ray.get_runtime_context().gcs_address
 adapter.shutdown()
+after = sorted(name for name in adapter.AUTH_VARIABLES if name in os.environ)
+print(json.dumps({**info, "gcs_address": gcs_address, "auth_during": during, "auth_after": after}))
 """
 
 
@@ -58,13 +61,19 @@ def ray_tmpdir():
 
 
 def test_no_address_starts_an_embedded_ray_even_when_a_cluster_is_recorded(ray_tmpdir):
+    """And the embedded Ray's authentication token is the process's own, not ~/.ray/auth_token:
+    Ray would write that file for good, and every later driver of the machine joining a cluster
+    with `auto` would then turn token authentication on, which a cluster started without it
+    (`ray up`) answers by dropping every actor the driver creates."""
     with socket.socket() as unanswered:  # bound, never listening: nothing answers there
         unanswered.bind(("127.0.0.1", 0))
         recorded = f"127.0.0.1:{unanswered.getsockname()[1]}"
         (ray_tmpdir / "ray").mkdir()
         (ray_tmpdir / "ray" / "ray_current_cluster").write_text(recorded)
         env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-        env.update(RAY_TMPDIR=str(ray_tmpdir), PYTHONPATH=str(ROOT))
+        for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+            env.pop(name, None)
+        env.update(RAY_TMPDIR=str(ray_tmpdir), PYTHONPATH=str(ROOT), HOME=str(ray_tmpdir))
         try:
             proc = subprocess.run([sys.executable, "-c", CONNECT_AND_REPORT], env=env, cwd=ROOT, capture_output=True, text=True, timeout=90)
         except subprocess.TimeoutExpired:
@@ -74,3 +83,5 @@ def test_no_address_starts_an_embedded_ray_even_when_a_cluster_is_recorded(ray_t
     assert info["embedded"] is True
     assert info["gcs_address"].rsplit(":", 1)[1] != recorded.rsplit(":", 1)[1]
     assert list((ray_tmpdir / "ray").glob("session_*")), "the embedded Ray ran in the test's temp dir"
+    assert info["auth_during"] == "token" and info["auth_after"] == []
+    assert not (ray_tmpdir / ".ray" / "auth_token").exists()

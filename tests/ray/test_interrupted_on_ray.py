@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from tests.ray.on_hosts import left_on_cluster_hosts
 from tests.scenario.test_interrupted import start
 
 pytestmark = pytest.mark.ray
@@ -37,6 +38,7 @@ def test_an_interrupted_ray_run_keeps_its_history_and_leaves_nothing_behind(tmp_
     assert {"events", "interrupted.txt", "metrics.om", "scenario.yaml"} <= {p.name for p in out.iterdir()}
     assert not (out / "summary.json").exists()
     assert not [p.name for p in temp.iterdir() if p.name.startswith("kraftlab-data-")]
+    assert left_on_cluster_hosts(temp, "kraftlab-data-") == []  # nor on the cluster's other hosts
     assert not [p.name for p in tmp_path.iterdir() if ".partial-" in p.name]
 
 
@@ -68,3 +70,4 @@ def test_an_interrupted_demo_stops_both_runs_at_once_and_keeps_them(tmp_path, mo
         assert {"events", "interrupted.txt", "scenario.yaml"} <= {p.name for p in (out / name).iterdir()}, name
         assert not (out / name / "summary.json").exists()
     assert not [p.name for p in temp.iterdir() if p.name.startswith("kraftlab-data-")]
+    assert left_on_cluster_hosts(temp, "kraftlab-data-") == []

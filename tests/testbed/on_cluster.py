@@ -1,7 +1,8 @@
-"""Run on a testbed's Ray head through `ray exec` (tests/testbed): every library scenario with
-network faults, with `--faults kernel`, a few at a time; one JSON line per scenario.
+"""Run on a testbed's Ray head through `ray exec` (tests/testbed), each printing JSON lines:
 
-    python tests/testbed/on_cluster.py library OUT_DIR [NAME ...]
+    python tests/testbed/on_cluster.py library OUT_DIR [NAME ...]   # library scenarios, --faults kernel
+    python tests/testbed/on_cluster.py probe OUT_DIR                # a kernel partition, counter by counter
+    python tests/testbed/on_cluster.py campaign OUT_DIR             # `kraftlab campaign --faults kernel`
 """
 
 from __future__ import annotations
@@ -110,3 +111,40 @@ def probe(out: Path) -> None:
 
 if __name__ == "__main__" and sys.argv[1] == "probe":
     probe(Path(sys.argv[2]))
+
+
+# One `runtime: ray` run with the fault kinds the kernel makes (no delays).
+KERNEL_CAMPAIGN = """\
+name: kernel
+scenario: random-faults
+seeds: 1
+set: {runtime: ray}
+faults: {kinds: [isolate, partition, crash_process], mean_interval_ms: 1500, duration_ms: 3000, converge_ms: 30000}
+load: {producers: 1, consumers: 1, rate_per_s: 20, acks: all}
+"""
+
+
+def campaign(out: Path) -> None:
+    """`kraftlab campaign --faults kernel` as a user types it; its rows, and the backends its run's
+    history gives its faults."""
+    import subprocess
+
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from observability.history import read_history
+
+    spec = out.parent / f"{out.name}.yaml"
+    spec.parent.mkdir(parents=True, exist_ok=True)
+    spec.write_text(KERNEL_CAMPAIGN)
+    done = subprocess.run([str(Path(sys.executable).parent / "kraftlab"), "campaign", str(spec), "--out", str(out),
+                           "--address", "auto", "--faults", "kernel", "--keep-runs", "all"], capture_output=True, text=True)
+    rows = pq.read_table(out / "results.parquet").to_pylist() if (out / "results.parquet").is_file() else []
+    faults = [read_history(out / "runs" / row["run"] / "events").filter(pc.equal(pc.field("kind"), "fault")) for row in rows]
+    print("CAMPAIGN " + json.dumps({"exit": done.returncode, "output": (done.stdout + done.stderr)[-2000:],
+                                    "rows": [[row["status"], row["replay"]] for row in rows],
+                                    "backends": sorted({b for f in faults for b in f.column("backend").to_pylist()})}), flush=True)
+
+
+if __name__ == "__main__" and sys.argv[1] == "campaign":
+    campaign(Path(sys.argv[2]))

@@ -47,6 +47,12 @@ def test_hosts_are_separate_machines_on_one_network(make_testbed):
         assert name == host and json.loads(host_json)["host"] == host
         assert first.split() == ["1", "sshd"] and int(count) < 20
 
+    # Every host resolves its own name and the others' (Java's `InetAddress.getLocalHost()`, which
+    # RayDP's app master calls, fails on a host whose name does not resolve).
+    resolved = on_host(NAME, "h2", "getent hosts $(hostname) h1 h3 localhost")
+    assert resolved.returncode == 0 and [line.split() for line in resolved.stdout.splitlines()][:3] == [
+        [described["hosts"][1]["address"], "h2"], [described["hosts"][0]["address"], "h1"], [described["hosts"][2]["address"], "h3"]], resolved.stdout
+
     # Its own /tmp and /dev/shm: a file written on h1 is not on h2, nor on this machine.
     assert on_host(NAME, "h1", "echo h1 > /tmp/ci-mark && echo h1 > /dev/shm/ci-mark").returncode == 0
     assert on_host(NAME, "h1", "cat /tmp/ci-mark /dev/shm/ci-mark").stdout.split() == ["h1", "h1"]

@@ -5,8 +5,13 @@ on three hosts that share no /tmp, /dev/shm, home or process table, and the driv
 shares none with two of them), brought up with `ray up` of its cluster file; the tests run in
 order, the last one `ray down`s it, and the fixture removes the testbed.
 
+In order: a scenario through `ray exec`, `ray rsync-down` and `kraftlab analyze` (RayDP across
+hosts); the kernel-partition probe; library scenarios and a campaign with `--faults kernel`; the
+Ray tier's own modules run on the testbed; `ray down`.
+
 `KRAFTLAB_TESTBED_LIBRARY=all` runs every library scenario with network faults on it with
-`--faults kernel` (13 minutes here); by default CI runs three of them (docs/testbed.md).
+`--faults kernel` (13 minutes here); by default CI runs three of them. `KRAFTLAB_TESTBED_RAY_TIER=all`
+runs every Ray tier module that joins a cluster; by default CI runs two (docs/testbed.md).
 """
 
 from __future__ import annotations
@@ -36,6 +41,15 @@ NODES_PY = ("import json, ray; ray.init(address='auto', logging_level='ERROR'); 
 # verdict each expects in the simulator: the ELR keeps the last replica standing; Pre-Vote keeps a
 # partitioned voter from disrupting the quorum; unclean recovery after isolations.
 KERNEL_SCENARIOS = ["last-replica-standing-elr", "prevote", "unclean-recovery-balanced"]
+# The Ray tier's modules that join whatever cluster RAY_ADDRESS names; run on the head, their
+# drivers are on h1 and their nodes on three hosts. The others start a Ray of their own (embedded,
+# `ray.cluster_utils`, `ray start` on the machine) and test exactly that. `KRAFTLAB_TESTBED_RAY_TIER=all`
+# runs them all (docs/testbed.md); CI runs the ones that look at a node's files and processes on
+# its host.
+RAY_TIER = ["tests/ray/test_library_on_ray.py", "tests/ray/test_campaign_on_ray.py", "tests/ray/test_close.py",
+            "tests/ray/test_crash_kinds.py", "tests/ray/test_demo_on_ray.py", "tests/ray/test_interrupted_on_ray.py",
+            "tests/ray/test_metrics_clock.py", "tests/ray/test_metrics_live.py", "tests/spark/test_engines.py"]
+RAY_TIER_IN_CI = ["tests/ray/test_close.py", "tests/ray/test_crash_kinds.py"]
 
 
 def log(message: str) -> None:
@@ -59,7 +73,7 @@ def alive_nodes(cluster_file: str) -> list[list[str]]:
 def on_head(cluster_file: str, script: str, *args: str, timeout: float = 900) -> tuple[subprocess.CompletedProcess, list]:
     """Run tests/testbed/on_cluster.py on the head; its JSON lines."""
     done = ray("exec", cluster_file, f"python {ROOT / 'tests/testbed/on_cluster.py'} {script} {' '.join(args)}", timeout=timeout)
-    return done, [json.loads(m) for m in re.findall(r"^(?:PROBE|SCENARIO) (.*)$", done.stdout, re.MULTILINE)]
+    return done, [json.loads(m) for m in re.findall(r"^(?:PROBE|SCENARIO|CAMPAIGN) (.*)$", done.stdout, re.MULTILINE)]
 
 
 @pytest.fixture(scope="module")
@@ -97,6 +111,11 @@ def test_a_scenario_through_ray_exec_and_rsync_down(cluster, tmp_path):
     # The run directory is on the head only (the driver ran there), not on the other hosts.
     assert on_host(NAME, "h1", "test -f runs/ci/summary.json").returncode == 0
     assert on_host(NAME, "h2", "test -e runs/ci").returncode != 0
+    # Spark reads the history where it is: RayDP's executor is placed on the head, where the run's
+    # files are (placed on h2 or h3, it found none).
+    analyzed = ray("exec", cluster_file, "kraftlab analyze runs/ci --address auto")
+    assert analyzed.returncode == 0, tail(analyzed)
+    assert "history: valid" in analyzed.stdout and "engine=raydp" in analyzed.stdout
 
 
 def test_a_kernel_partition_cuts_the_data_plane_and_leaves_ray_up(cluster):
@@ -130,6 +149,29 @@ def test_library_scenarios_with_kernel_faults_end_as_in_the_simulator(cluster):
         log(f"--faults kernel: {json.dumps(answer)}")
     assert answers and all(a["ok"] for a in answers), [a for a in answers if not a["ok"]]
     assert not names or sorted(a["scenario"] for a in answers) == sorted(names)
+
+
+def test_a_campaign_with_kernel_faults(cluster):
+    """`kraftlab campaign --faults kernel` on the cluster: its run's faults are the hosts' packet
+    filters and SIGKILLs (the history says so), and its row's replay keeps the backend."""
+    cluster_file, _ = cluster
+    done, [answer] = on_head(cluster_file, "campaign", "runs/kernel-campaign")
+    assert done.returncode == 0, tail(done)
+    log(f"campaign --faults kernel: {answer}")
+    assert answer["exit"] == 0, answer["output"]
+    [[status, replay]] = answer["rows"]
+    assert status == "ok" and replay.endswith("--runtime ray --faults kernel"), answer
+    assert answer["backends"] == ["kernel"], answer
+
+
+def test_the_ray_tier_on_the_testbed(cluster):
+    cluster_file, _ = cluster
+    modules = RAY_TIER if os.environ.get("KRAFTLAB_TESTBED_RAY_TIER") == "all" else RAY_TIER_IN_CI
+    done = ray("exec", cluster_file, f"cd {ROOT} && RAY_ADDRESS=auto python -m pytest -q -p no:cacheprovider "
+               f"--basetemp=/tmp/ray-tier {' '.join(modules)}", timeout=5400)
+    log(f"the Ray tier on the testbed: {tail(done, 12)}")
+    assert done.returncode == 0, tail(done, 60)
+    assert re.search(r"\b\d+ passed\b", done.stdout) and not re.search(r"\b\d+ (failed|error)", done.stdout)
 
 
 def test_ray_down_stops_the_head_only(cluster):

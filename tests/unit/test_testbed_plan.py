@@ -37,6 +37,13 @@ def test_the_first_testbed_is_the_contracts_example():
         tb.host(5)
 
 
+def test_every_host_resolves_every_hosts_name():
+    tb = plan.TestbedPlan("default", 3, 0, Path("/root/.kraftlab/testbeds"))
+    lines = [line.split() for line in tb.hosts_file_text().splitlines()]
+    assert ["127.0.0.1", "localhost"] in lines
+    assert [["198.18.0.11", "h1"], ["198.18.0.12", "h2"], ["198.18.0.13", "h3"]] == [line for line in lines if line[1].startswith("h")]
+
+
 @pytest.mark.parametrize("name, ok", [("default", True), ("ci-1", True), ("Default", False), ("1st", False),
                                       ("a" * 25, False), ("a b", False), ("", False)])
 def test_names(name, ok):

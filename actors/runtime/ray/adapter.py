@@ -120,6 +120,8 @@ def connect(address: str | None, worker_niceness: int | None = None) -> dict[str
         return {"address": "already connected", "embedded": False}
     global _embedded_logs
     arguments = ray_init_arguments(address, os.environ, worker_niceness)
+    if arguments["address"] == "local":
+        _token_of_this_process()
     if interrupts.installed():
         # While it starts, Ray puts in SIGTERM handlers of its own (the node's, then the driver's:
         # `sys.exit(15)` once a 30 s wait for a raylet the same signal killed is over): keep the
@@ -140,6 +142,44 @@ def connect(address: str | None, worker_niceness: int | None = None) -> dict[str
     return {"address": arguments["address"], "embedded": embedded}
 
 
+AUTH_VARIABLES = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
+_auth_environment_before: dict[str, str | None] | None = None
+
+
+def _token_of_this_process() -> None:
+    """Token authentication for an embedded Ray, with a token of this process's own (in its
+    environment, which Ray's processes inherit), unless the user chose the mode or a token.
+
+    Ray's default would write a token to ~/.ray/auth_token, for good; and from then on every
+    driver of this machine that joins a cluster with `auto` turns token authentication on, so a
+    cluster started without one (`ray up`, `ray start`) drops every actor it creates ("cancelled
+    before it started running"): one `kraftlab demo` on a head node broke every later run there."""
+    global _auth_environment_before
+    if any(os.environ.get(name) for name in AUTH_VARIABLES):
+        return
+    _auth_environment_before = {name: os.environ.get(name) for name in AUTH_VARIABLES}
+    # The mode stays unset: `ray.init` then turns token authentication on itself (and refreshes
+    # its cached configuration), and finds this token instead of writing one.
+    os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+
+
+def _restore_auth_environment() -> None:
+    """After an embedded Ray: this process joins a cluster next as if it had never started one."""
+    global _auth_environment_before
+    if _auth_environment_before is None:
+        return
+    for name, value in _auth_environment_before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    _auth_environment_before = None
+    from ray._raylet import AuthenticationTokenLoader, Config
+
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
+
+
 def _keep_ray_off_the_console() -> None:
     """A Ray driver prints on stdout whatever the raylets push to it, whatever `log_to_driver`
     says: with a dozen actors per run on few CPUs, warnings such as "N PYTHON worker processes
@@ -148,6 +188,12 @@ def _keep_ray_off_the_console() -> None:
     run copies into its run directory; Ray's errors in this process still reach stderr
     (`logging_level="ERROR"`), and a dead actor shows in the run's own results."""
     ray._private.worker._worker_logs_enabled = False
+
+
+def runs_embedded_ray() -> bool:
+    """This process started the Ray it is connected to (no address): Ray's processes are then its
+    children, in its process group, and a Ctrl-C or SIGTERM sent to the group reaches them too."""
+    return _embedded_logs is not None
 
 
 def copy_embedded_logs(destination: Path, since: float) -> bool:
@@ -261,6 +307,12 @@ def this_node() -> str:
     return ray.get_runtime_context().get_node_id()
 
 
+def this_node_resource() -> str:
+    """The custom resource only this process's Ray node has (`node:<its address>`, capacity 1):
+    asking for a sliver of it places an actor on this node."""
+    return f"node:{ray.util.get_node_ip_address()}"
+
+
 def node_is_alive(node_id: str) -> bool:
     return any(n["node_id"] == node_id for n in alive_nodes())
 
@@ -290,6 +342,7 @@ def shutdown() -> None:
     if ray.is_initialized():
         ray.shutdown()
     _embedded_logs = None
+    _restore_auth_environment()
 
 
 # --- the actors ---------------------------------------------------------------------------------
@@ -447,10 +500,16 @@ class HostAgent:
         await self._kill(list(self.nodes))
         (self.root / HOST_UP_MARKER).unlink(missing_ok=True)
 
-    async def remove_data(self) -> None:
+    async def remove_data(self, run_owns_root: bool = False) -> None:
         """Remove the host's folder (end of run, after `close`): it is on this agent's machine,
-        which on a multi-node cluster is not the driver's."""
+        which on a multi-node cluster is not the driver's. `run_owns_root`: the data root is the
+        run's own temporary folder, made on this machine by the agents alone when it is not the
+        driver's; the last agent here to leave removes it (an `rmdir`, so while another host's
+        folder or the driver's clients are in it, it stays)."""
         file_store.wipe(self.root)
+        if run_owns_root:
+            with contextlib.suppress(OSError):
+                self.root.parent.rmdir()
 
     async def create_node(self, name: str, spec: RoleSpec, seed: int, incarnation: int) -> tuple[Any, Address]:
         """Create `name`'s process on this host (the driver starts it once its peers are known).

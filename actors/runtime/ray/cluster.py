@@ -421,8 +421,11 @@ class RayCluster(RoleCluster):
         self._closed = True
         agents = [agent for agent in self.agents.values() if agent is not None]
         # A command stopping on Ctrl-C or SIGTERM does not wait the full call timeout for agents
-        # its own signal may have ended (sent to the process group, it reaches Ray's processes).
-        timeout_s = STOPPING_TIMEOUT_S if interrupts.interrupted() else CALL_TIMEOUT_S
+        # its own signal may have ended (sent to the process group, it reaches the embedded Ray's
+        # processes). A cluster joined is out of the signal's reach: its agents are waited for,
+        # else their hosts would keep the run's folders for good.
+        stopping = interrupts.interrupted() and adapter.runs_embedded_ray()
+        timeout_s = STOPPING_TIMEOUT_S if stopping else CALL_TIMEOUT_S
         try:
             self._stop_clients()
             if self.kernel_agents:  # the run's rules leave the hosts' packet filters
@@ -433,7 +436,7 @@ class RayCluster(RoleCluster):
             if self._own_data_root:
                 # An agent that did not answer is gone (or its Ray node is): the driver removes
                 # what it can below, rather than waiting for it again.
-                adapter.wait_quietly([agent.remove_data.remote() for agent, ref in zip(agents, closing, strict=True) if ref in answered],
+                adapter.wait_quietly([agent.remove_data.remote(self._own_data_root) for agent, ref in zip(agents, closing, strict=True) if ref in answered],
                                      timeout_s)
         finally:
             for agent in [*agents, *self.kernel_agents.values()]:
