@@ -60,6 +60,14 @@ def ray(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     return subprocess.run([RAY, *args], text=True, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
 
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def plain(text: str) -> str:
+    """`ray exec` runs the command on a terminal: what it prints comes with colours."""
+    return ANSI.sub("", text)
+
+
 def tail(done: subprocess.CompletedProcess, lines: int = 30) -> str:
     return "\n".join((done.stdout + done.stderr).splitlines()[-lines:])
 
@@ -115,7 +123,7 @@ def test_a_scenario_through_ray_exec_and_rsync_down(cluster, tmp_path):
     # files are (placed on h2 or h3, it found none).
     analyzed = ray("exec", cluster_file, "kraftlab analyze runs/ci --address auto")
     assert analyzed.returncode == 0, tail(analyzed)
-    assert "history: valid" in analyzed.stdout and "engine=raydp" in analyzed.stdout
+    assert "history: valid" in plain(analyzed.stdout) and "engine=raydp" in plain(analyzed.stdout)
 
 
 def test_a_kernel_partition_cuts_the_data_plane_and_leaves_ray_up(cluster):
@@ -167,11 +175,12 @@ def test_a_campaign_with_kernel_faults(cluster):
 def test_the_ray_tier_on_the_testbed(cluster):
     cluster_file, _ = cluster
     modules = RAY_TIER if os.environ.get("KRAFTLAB_TESTBED_RAY_TIER") == "all" else RAY_TIER_IN_CI
-    done = ray("exec", cluster_file, f"cd {ROOT} && RAY_ADDRESS=auto python -m pytest -q -p no:cacheprovider "
+    done = ray("exec", cluster_file, f"cd {ROOT} && RAY_ADDRESS=auto python -m pytest -q -p no:cacheprovider --color=no "
                f"--basetemp=/tmp/ray-tier {' '.join(modules)}", timeout=5400)
     log(f"the Ray tier on the testbed: {tail(done, 12)}")
     assert done.returncode == 0, tail(done, 60)
-    assert re.search(r"\b\d+ passed\b", done.stdout) and not re.search(r"\b\d+ (failed|error)", done.stdout)
+    summary = plain(done.stdout)
+    assert re.search(r"\b\d+ passed\b", summary) and not re.search(r"\b\d+ (failed|error)", summary)
 
 
 def test_ray_down_stops_the_head_only(cluster):
