@@ -500,16 +500,14 @@ class HostAgent:
         await self._kill(list(self.nodes))
         (self.root / HOST_UP_MARKER).unlink(missing_ok=True)
 
-    async def remove_data(self, run_owns_root: bool = False) -> None:
-        """Remove the host's folder (end of run, after `close`): it is on this agent's machine,
-        which on a multi-node cluster is not the driver's. `run_owns_root`: the data root is the
-        run's own temporary folder, made on this machine by the agents alone when it is not the
-        driver's; the last agent here to leave removes it (an `rmdir`, so while another host's
-        folder or the driver's clients are in it, it stays)."""
+    async def remove_data(self) -> None:
+        """Remove the host's folder (end of run, after `close`; only when the data root is the
+        run's own): it is on this agent's machine, which on a multi-node cluster is not the
+        driver's. There the agents alone made the root, so the last one to leave removes it (an
+        `rmdir`: while another host's folder or the driver's clients are in it, it stays)."""
         file_store.wipe(self.root)
-        if run_owns_root:
-            with contextlib.suppress(OSError):
-                self.root.parent.rmdir()
+        with contextlib.suppress(OSError):
+            self.root.parent.rmdir()
 
     async def create_node(self, name: str, spec: RoleSpec, seed: int, incarnation: int) -> tuple[Any, Address]:
         """Create `name`'s process on this host (the driver starts it once its peers are known).

@@ -436,7 +436,7 @@ class RayCluster(RoleCluster):
             if self._own_data_root:
                 # An agent that did not answer is gone (or its Ray node is): the driver removes
                 # what it can below, rather than waiting for it again.
-                adapter.wait_quietly([agent.remove_data.remote(self._own_data_root) for agent, ref in zip(agents, closing, strict=True) if ref in answered],
+                adapter.wait_quietly([agent.remove_data.remote() for agent, ref in zip(agents, closing, strict=True) if ref in answered],
                                      timeout_s)
         finally:
             for agent in [*agents, *self.kernel_agents.values()]:
