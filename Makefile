@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench schema clean
+.PHONY: demo test bench schema conformance conformance-ray clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,14 @@ bench: $(STAMP)
 
 schema: $(STAMP)
 	$(BIN)/kraftlab schema > workloads/scenario.schema.json
+
+# docs/conformance.md from workloads/conformance/: the simulator's results run anew, Ray's kept.
+conformance: $(STAMP)
+	$(BIN)/python -m kraftlab.conformance
+
+# The same, with every case also run on an embedded local Ray (minutes).
+conformance-ray: $(STAMP)
+	$(BIN)/python -m kraftlab.conformance --ray
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

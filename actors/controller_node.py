@@ -9,6 +9,8 @@ from actors.contract import Envelope, Output, ShutdownRequested, StartContext, S
 from actors.settings import ClusterSettings
 from controller_quorum.controller import Controller
 from controller_quorum.raft import RaftConfig, RaftNode
+from controller_quorum.requests import NONE, NOT_CONTROLLER, AdminError
+from observability.events import AdminAnswer
 
 
 def raft_config(settings: ClusterSettings) -> RaftConfig:
@@ -32,7 +34,7 @@ class ControllerNode:
         self._ctx = ctx
         self.controller = Controller(ctx.node_id, settings)
         self.raft: RaftNode | None = None
-        self.last_admin_error: str | None = None
+        self.last_admin_error: AdminError | None = None
 
     def start(self, now_ms: float) -> Output:
         out = Output()
@@ -75,9 +77,14 @@ class ControllerNode:
         self.raft.append(records, now_ms, out)
         return self._finish(out)
 
-    def admin(self, call, now_ms: float) -> Output:
+    def admin(self, call, now_ms: float, name: str = "") -> Output:
         """Run an admin call `call(controller, now_ms, out)` on this controller (the runner's
-        CreateTopics, ElectLeaders, IncrementalAlterConfigs)."""
+        CreateTopics, ElectLeaders, IncrementalAlterConfigs, ...). Its answer (None, or an
+        AdminError) is kept in `last_admin_error`; a named call's answer goes into the history,
+        unless it is NOT_CONTROLLER (the caller asks the active controller again)."""
         out = Output()
-        self.last_admin_error = call(self.controller, now_ms, out)
+        error = call(self.controller, now_ms, out)
+        self.last_admin_error = error
+        if name and not (error is not None and error.error == NOT_CONTROLLER):
+            out.emit(AdminAnswer(name, NONE if error is None else error.error, "" if error is None else error.message))
         return self._finish(out)

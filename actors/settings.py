@@ -33,6 +33,9 @@ class KafkaSettings:
     log_flush_interval_messages: int | None
     log_flush_interval_ms: int | None
     log_segment_bytes: int
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_seconds: int = 300
+    leader_imbalance_per_broker_percentage: int = 10  # accepted, unused by the KRaft controller (as Kafka's)
 
 
 @dataclass(frozen=True)

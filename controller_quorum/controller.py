@@ -29,6 +29,7 @@ from observability.events import (
     ControllerActive,
     Election,
     PartitionChange,
+    ReassignmentCancelled,
     ReassignmentCompleted,
     ReassignmentStarted,
     RegistrationAccepted,
@@ -52,9 +53,16 @@ from .metadata import (
 from .partition_change import ChangePolicy, change_partition, topic_min_isr, topic_setting
 from .placement import PlacementError, assign_replicas
 from .raft import RaftNode
-from .reassignment import ReassignmentError, maybe_complete_reassignment, start_reassignment
+from .reassignment import ReassignmentError, reassignment_to, revert, validate_target
 from .requests import (
     DUPLICATE_BROKER_REGISTRATION,
+    ELECTION_NOT_NEEDED,
+    ELIGIBLE_LEADERS_NOT_AVAILABLE,
+    INVALID_PARTITIONS,
+    INVALID_REPLICA_ASSIGNMENT,
+    INVALID_REPLICATION_FACTOR,
+    PREFERRED_LEADER_NOT_AVAILABLE,
+    TOPIC_ALREADY_EXISTS,
     FENCED_LEADER_EPOCH,
     INELIGIBLE_REPLICA,
     INVALID_REQUEST,
@@ -70,6 +78,7 @@ from .requests import (
     BrokerRegistrationResponse,
     GetReplicaLogInfoRequest,
     GetReplicaLogInfoResponse,
+    AdminError,
 )
 from .unclean_recovery import (
     INSPECTION_WINDOW_MS,
@@ -95,6 +104,10 @@ class Controller:
         self.committed = MetadataImage()
         self.working: MetadataImage | None = None
         self.last_contact_ms: dict[int, float] = {}
+        # What each broker's latest heartbeat said it has applied of the metadata log (exclusive),
+        # and the offset of the last record that started a broker's controlled shutdown.
+        self.metadata_offsets: dict[int, int] = {}
+        self.controlled_shutdown_offsets: dict[int, int] = {}
         self.replies: list[tuple[int, Envelope]] = []  # (offset that must commit first, answer)
         # Elections committed, by kind (metadata.PartitionRecord.election).
         self.elections = {"clean": 0, "elr": 0, "preferred": 0, "unclean": 0, "last_known_leader": 0}
@@ -102,6 +115,9 @@ class Controller:
         # When the active controller next looks for leaderless partitions whose topic allows an
         # unclean election (None: not scheduled). Invariant: None unless active.
         self.unclean_check_at_ms: float | None = None
+        # When the active controller next elects preferred leaders (auto.leader.rebalance.enable;
+        # None: never). Invariant: None unless active.
+        self.rebalance_at_ms: float | None = None
 
     # --- RaftListener ---------------------------------------------------------------------------
 
@@ -129,7 +145,7 @@ class Controller:
                     self._report_partition_state(offset, part, out)
         elif isinstance(rec, RegisterBrokerRecord | BrokerRegistrationChangeRecord):
             b = self.committed.brokers[rec.broker_id]
-            out.emit(BrokerChange(b.broker_id, b.epoch, b.fenced, offset))
+            out.emit(BrokerChange(b.broker_id, b.epoch, b.fenced, offset, b.in_controlled_shutdown))
 
     def _report_partition_committed(self, offset: int, rec: PartitionRecord, out: Output) -> None:
         """Count the election it records, if any, and report the committed state."""
@@ -143,6 +159,7 @@ class Controller:
         out.emit(PartitionChange(
             rec.topic, rec.partition, rec.leader, rec.leader_epoch, rec.partition_epoch, tuple(rec.replicas), tuple(rec.isr),
             tuple(rec.elr), tuple(rec.last_known_elr), offset, len(rec.isr) < min_isr, min_isr, rec.leader_recovery_state, rec.reason,
+            tuple(rec.adding_replicas), tuple(rec.removing_replicas),
         ))
 
     def on_become_leader(self, epoch: int, now_ms: float, out: Output) -> None:
@@ -152,9 +169,15 @@ class Controller:
         self.working = working
         # A new active controller gives every broker a full session before fencing it.
         self.last_contact_ms = {b: now_ms for b in working.brokers}
+        self.metadata_offsets = {}
+        # A new active controller (as Kafka's, whose heartbeat manager starts empty) takes a broker
+        # already in controlled shutdown as having entered it at the log's end.
+        self.controlled_shutdown_offsets = {b.broker_id: working.offset - 1 for b in working.brokers.values() if b.in_controlled_shutdown}
         self.recovery.reset()
         self.unclean_check_at_ms = None
         self._maybe_schedule_unclean_check(now_ms)
+        cfg = self.settings.config
+        self.rebalance_at_ms = now_ms + cfg.leader_imbalance_check_interval_seconds * 1000.0 if cfg.auto_leader_rebalance_enable else None
         out.emit(ControllerActive(epoch))
 
     def on_lose_leadership(self, now_ms: float, out: Output) -> None:
@@ -162,6 +185,7 @@ class Controller:
         self.replies = []
         self.recovery.reset()
         self.unclean_check_at_ms = None
+        self.rebalance_at_ms = None
 
     @property
     def active(self) -> bool:
@@ -206,8 +230,21 @@ class Controller:
     def _change(self, part: PartitionRecord, now_ms: float, out: Output, **kwargs) -> PartitionRecord | None:
         new = change_partition(part, self.working.brokers, self.policy(part.topic, replication_factor=len(part.replicas)), **kwargs)
         if new is not None:
-            self._propose([new], now_ms, out)
+            self._propose_change(part, new, now_ms, out)
         return new
+
+    def _propose_change(self, old: PartitionRecord, new: PartitionRecord, now_ms: float, out: Output) -> int:
+        """Propose a partition's new state, and say when it starts, changes or ends a reassignment."""
+        last = self._propose([new], now_ms, out)
+        was = (old.replicas, old.adding_replicas, old.removing_replicas)
+        now = (new.replicas, new.adding_replicas, new.removing_replicas)
+        if now != was and (new.adding_replicas or new.removing_replicas):
+            target = tuple(b for b in new.replicas if b not in new.removing_replicas)
+            out.emit(ReassignmentStarted(new.topic, new.partition, target, new.adding_replicas, new.removing_replicas))
+        elif (old.adding_replicas or old.removing_replicas) and not (new.adding_replicas or new.removing_replicas):
+            event = ReassignmentCancelled if new.reason == "reassignment_cancelled" else ReassignmentCompleted
+            out.emit(event(new.topic, new.partition, tuple(new.replicas), tuple(new.isr), new.leader))
+        return last
 
     def _remove_broker_everywhere(self, broker: int, reason: str, now_ms: float, out: Output) -> None:
         for part in list(self.working.partitions.values()):
@@ -225,7 +262,7 @@ class Controller:
             if b.broker_id in part.isr or part.leader == b.broker_id:
                 new = change_partition(part, brokers, self.policy(part.topic, replication_factor=len(part.replicas)), reason="broker_fenced", remove=b.broker_id)
                 if new is not None:
-                    self._propose([new], now_ms, out)
+                    self._propose_change(part, new, now_ms, out)
         self._propose([BrokerRegistrationChangeRecord(b.broker_id, b.epoch, fenced=True)], now_ms, out)
 
     def _elect_offline_with(self, broker: int, now_ms: float, out: Output) -> None:
@@ -285,16 +322,11 @@ class Controller:
             out.send(self._reply(env, BrokerHeartbeatResponse(STALE_BROKER_EPOCH)))
             return
         self.last_contact_ms[req.broker_id] = now_ms
+        self.metadata_offsets[req.broker_id] = req.metadata_offset
         before = self._next_offset()
         should_shut_down = False
         if req.want_shutdown:
-            if not b.in_controlled_shutdown and not b.fenced:
-                self._propose([BrokerRegistrationChangeRecord(b.broker_id, b.epoch, in_controlled_shutdown=True)], now_ms, out)
-                self._remove_broker_everywhere(b.broker_id, "controlled_shutdown", now_ms, out)
-            leads = any(p.leader == b.broker_id for p in self.working.partitions.values())
-            should_shut_down = not leads
-            if should_shut_down and not self.working.brokers[b.broker_id].fenced:
-                self._propose([BrokerRegistrationChangeRecord(b.broker_id, b.epoch, fenced=True)], now_ms, out)
+            should_shut_down = self._controlled_shutdown(b, now_ms, out)
         elif b.fenced and req.metadata_offset >= b.epoch:
             self._propose([BrokerRegistrationChangeRecord(b.broker_id, b.epoch, fenced=False)], now_ms, out)
             out.emit(BrokerUnfenced(b.broker_id, b.epoch))
@@ -303,6 +335,37 @@ class Controller:
         fenced = self.working.brokers[b.broker_id].fenced
         answer = self._reply(env, BrokerHeartbeatResponse(None, is_fenced=fenced, should_shut_down=should_shut_down))
         self._answer(answer, after - 1 if after > before else None, out)
+
+    def _controlled_shutdown(self, b: BrokerRegistration, now_ms: float, out: Output) -> bool:
+        """Whether a broker asking to shut down may go now (Kafka's BrokerHeartbeatManager
+        .calculateNextBrokerState). A fenced broker, or one that leads nothing, goes at once. One
+        that leads enters controlled shutdown: its leaderships move and it leaves every ISR; it may
+        go on a later heartbeat, once it leads nothing and every active broker has applied the
+        metadata up to the records that moved them (`lowestActiveOffset`), so that no partition
+        is left with a leader nobody knows yet. The registration keeps `in_controlled_shutdown`
+        until the broker registers again."""
+        if b.fenced:
+            return True
+        def leads() -> bool:
+            return any(p.leader == b.broker_id for p in self.working.partitions.values())
+        if not b.in_controlled_shutdown:
+            had_leaderships = leads()
+            self._propose([BrokerRegistrationChangeRecord(b.broker_id, b.epoch, in_controlled_shutdown=True)], now_ms, out)
+            self._remove_broker_everywhere(b.broker_id, "controlled_shutdown", now_ms, out)
+            if had_leaderships:
+                self.controlled_shutdown_offsets[b.broker_id] = self._next_offset() - 1
+                return False
+        elif leads() or self.controlled_shutdown_offsets.get(b.broker_id, -1) >= self._lowest_active_offset():
+            return False
+        self.controlled_shutdown_offsets.pop(b.broker_id, None)
+        self._propose([BrokerRegistrationChangeRecord(b.broker_id, b.epoch, fenced=True)], now_ms, out)
+        return True
+
+    def _lowest_active_offset(self) -> int:
+        """The least metadata offset (exclusive) that the active brokers (unfenced, not shutting
+        down) said in their heartbeats they have applied."""
+        active = [self.metadata_offsets.get(b.broker_id, 0) for b in self.working.brokers.values() if b.active]
+        return min(active, default=1 << 62)
 
     def _on_alter_partition(self, env: Envelope, req: AlterPartitionRequest, now_ms: float, out: Output) -> None:
         echo = {"request_leader_epoch": req.leader_epoch, "request_partition_epoch": req.partition_epoch}
@@ -342,15 +405,13 @@ class Controller:
             self.policy(req.topic, replication_factor=len(part.replicas)),
             reason="alter_partition",
             target_isr=tuple(b for b in part.replicas if b in new_isr),
-            election="none",
             recovery_state=RECOVERED if req.leader_recovery_state == RECOVERED else None,
         )
         if new is None:
             out.send(self._reply(env, AlterPartitionResponse(None, req.topic, req.partition, part, **echo)))
             return
-        last = self._propose([new], now_ms, out)
+        last = self._propose_change(part, new, now_ms, out)
         self._answer(self._reply(env, AlterPartitionResponse(None, req.topic, req.partition, new, **echo)), last, out)
-        self._maybe_complete_reassignment(new, now_ms, out)
 
     # --- unclean recovery (KIP-966) -------------------------------------------------------------
 
@@ -417,6 +478,8 @@ class Controller:
             deadlines.append(recovery)
         if self.unclean_check_at_ms is not None:
             deadlines.append(self.unclean_check_at_ms)
+        if self.rebalance_at_ms is not None:
+            deadlines.append(self.rebalance_at_ms)
         return min(deadlines) if deadlines else None
 
     def tick(self, now_ms: float, out: Output) -> None:
@@ -427,14 +490,29 @@ class Controller:
             if not b.fenced and now_ms >= self.last_contact_ms.get(b.broker_id, 0.0) + timeout:
                 out.emit(BrokerFenced(b.broker_id, b.epoch, "session_timeout"))
                 self._fence(b, now_ms, out)
-        for part in list(self.working.partitions.values()):
-            self._maybe_complete_reassignment(part, now_ms, out)
         self.maybe_recover_uncleanly(now_ms, out)
         if self.unclean_check_at_ms is not None and now_ms >= self.unclean_check_at_ms:
             self.unclean_check_at_ms = None
             if self._elect_unclean_leaders(now_ms, out) >= MAX_ELECTIONS_PER_PASS:
                 self.unclean_check_at_ms = now_ms + UNCLEAN_CHECK_AGAIN_MS
         self._maybe_schedule_unclean_check(now_ms)
+        if self.rebalance_at_ms is not None and now_ms >= self.rebalance_at_ms:
+            interval_ms = self.settings.config.leader_imbalance_check_interval_seconds * 1000.0
+            capped = self._elect_preferred_leaders(now_ms, out) >= MAX_ELECTIONS_PER_PASS
+            self.rebalance_at_ms = now_ms + (UNCLEAN_CHECK_AGAIN_MS if capped else interval_ms)
+
+    def _elect_preferred_leaders(self, now_ms: float, out: Output) -> int:
+        """ReplicationControlManager.maybeBalancePartitionLeaders: a preferred election for each
+        partition led by a replica other than its first (`imbalancedPartitions`), where the first
+        can lead. Returns the changes made (at most MAX_ELECTIONS_PER_PASS)."""
+        changed = 0
+        for part in list(self.working.partitions.values()):
+            if changed >= MAX_ELECTIONS_PER_PASS:
+                break
+            if part.replicas and part.leader != part.replicas[0]:
+                if self._change(part, now_ms, out, reason="leader_rebalance", election="preferred") is not None:
+                    changed += 1
+        return changed
 
     # --- unclean leader election of leaderless partitions ---------------------------------------
 
@@ -472,71 +550,154 @@ class Controller:
         config: dict[str, Any],
         now_ms: float,
         out: Output,
-    ) -> str | None:
-        """Returns an error message, or None when the records were proposed."""
+    ) -> AdminError | None:
+        """CreateTopics (Kafka's ReplicationControlManager.createTopic): None when the records were
+        proposed, else Kafka's error."""
         if not self.active:
-            return NOT_CONTROLLER
+            return AdminError(NOT_CONTROLLER)
         w = self.working
         if name in w.topics:
-            return f"topic {name!r} already exists"
-        if assignment is None:
-            usable = {b.broker_id: b.rack for b in w.brokers.values() if b.active}
-            try:
-                replicas = assign_replicas(partitions, replication_factor, usable)
-            except PlacementError as exc:
-                return str(exc)
-        else:
-            replicas = [list(assignment[p]) for p in range(partitions)]
-        records: list[Any] = [TopicRecord(name, len(w.topics) + 1)]
+            return AdminError(TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+        if partitions < 1:
+            return AdminError(INVALID_PARTITIONS, f"the number of partitions must be at least 1, got {partitions}")
+        replicas, error = self._new_replicas(range(partitions), replication_factor, assignment)
+        if error is not None:
+            return error
+        records: list[Any] = [TopicRecord(name, self._next_offset())]
         records += [ConfigRecord("topic", name, k, v) for k, v in config.items() if v is not None]
-        for p, reps in enumerate(replicas):
-            isr = tuple(reps)
-            leader = next((b for b in reps if w.is_active(b)), None)
-            records.append(PartitionRecord(name, p, tuple(reps), isr, (), (), leader, 0, 0, RECOVERED, "create", "clean"))
+        records += [self._new_partition(name, p, reps) for p, reps in zip(range(partitions), replicas, strict=True)]
         self._propose(records, now_ms, out)
         out.emit(TopicCreated(name, tuple(tuple(r) for r in replicas)))
         return None
 
-    def elect_leaders(self, topic: str, partition: int, election: str, now_ms: float, out: Output) -> str | None:
+    def create_partitions(self, topic: str, count: int, assignment: dict[int, list[int]] | None, now_ms: float, out: Output) -> AdminError | None:
+        """CreatePartitions (Kafka's ReplicationControlManager.createPartitions): the topic grows
+        to `count` partitions, placed as its existing ones are replicated."""
         if not self.active:
-            return NOT_CONTROLLER
-        part = self.working.partitions.get((topic, partition))
-        if part is None:
-            return UNKNOWN_TOPIC_OR_PARTITION
-        self._change(part, now_ms, out, reason=f"elect_{election}", election=election)
+            return AdminError(NOT_CONTROLLER)
+        w = self.working
+        if topic not in w.topics:
+            return AdminError(UNKNOWN_TOPIC_OR_PARTITION, f"no topic {topic}")
+        existing = sorted(p for (t, p) in w.partitions if t == topic)
+        if count < len(existing):
+            return AdminError(INVALID_PARTITIONS, f"topic currently has {len(existing)} partitions, which is higher than the requested {count}")
+        if count == len(existing):
+            return AdminError(INVALID_PARTITIONS, f"topic already has {len(existing)} partition(s)")
+        new = range(len(existing), count)
+        if assignment is not None:
+            assignment = {p: r for p, r in assignment.items()}
+            if set(assignment) != set(new):
+                return AdminError(INVALID_REPLICA_ASSIGNMENT, f"the assignment must name exactly the new partitions {list(new)}, got {sorted(assignment)}")
+        rf = len(w.partitions[(topic, existing[0])].replicas)
+        replicas, error = self._new_replicas(new, rf, assignment)
+        if error is not None:
+            return error
+        self._propose([self._new_partition(topic, p, reps) for p, reps in zip(new, replicas, strict=True)], now_ms, out)
         return None
 
-    def reassign(self, topic: str, partition: int, target: list[int], now_ms: float, out: Output) -> str | None:
-        """AlterPartitionReassignments: start growing the replica set (§6.7); the leader's ISR
-        expansions and `_maybe_complete_reassignment` do the rest."""
+    def _new_replicas(self, partitions: range, replication_factor: int, assignment: dict[int, list[int]] | None) -> tuple[list[list[int]], AdminError | None]:
+        """Each new partition's replicas: the assignment's, checked as Kafka's
+        validateManualPartitionAssignment does, or Kafka's placement over the active brokers."""
+        w = self.working
+        if assignment is None:
+            usable = {b.broker_id: b.rack for b in w.brokers.values() if b.active}
+            try:
+                return assign_replicas(len(partitions), replication_factor, usable), None
+            except PlacementError as exc:
+                return [], AdminError(INVALID_REPLICATION_FACTOR, str(exc))
+        out = []
+        for p in partitions:
+            reps = list(assignment.get(p, []))
+            try:
+                validate_target(tuple(reps), w.brokers)
+            except ReassignmentError as exc:
+                return [], AdminError(exc.error, f"partition {p}: {exc}")
+            if len(reps) != replication_factor:
+                return [], AdminError(INVALID_REPLICA_ASSIGNMENT, f"partition {p} has {len(reps)} replicas, the others {replication_factor}")
+            if not any(w.is_active(b) for b in reps):
+                return [], AdminError(INVALID_REPLICA_ASSIGNMENT, f"every broker of partition {p}'s assignment {reps} is fenced or shutting down")
+            out.append(reps)
+        return out, None
+
+    def _new_partition(self, topic: str, partition: int, replicas: list[int]) -> PartitionRecord:
+        """A new partition: its active replicas are the ISR, the first of them leads."""
+        isr = tuple(b for b in replicas if self.working.is_active(b))
+        return PartitionRecord(topic, partition, tuple(replicas), isr, (), (), isr[0] if isr else None, 0, 0, RECOVERED, "create", "clean")
+
+    def _admin_partition(self, topic: str, partition: int) -> PartitionRecord | AdminError:
+        """The partition an admin call names, or the error that answers it."""
         if not self.active:
-            return NOT_CONTROLLER
+            return AdminError(NOT_CONTROLLER)
         part = self.working.partitions.get((topic, partition))
-        if part is None:
-            return UNKNOWN_TOPIC_OR_PARTITION
+        return AdminError(UNKNOWN_TOPIC_OR_PARTITION, f"no partition {topic}-{partition}") if part is None else part
+
+    def elect_leaders(self, topic: str, partition: int, election: str, now_ms: float, out: Output) -> AdminError | None:
+        """ElectLeaders (Kafka's ReplicationControlManager.electLeader): ELECTION_NOT_NEEDED when
+        the preferred replica already leads (preferred) or the partition has a leader (unclean);
+        a build that changes nothing is PREFERRED_LEADER_NOT_AVAILABLE or
+        ELIGIBLE_LEADERS_NOT_AVAILABLE."""
+        part = self._admin_partition(topic, partition)
+        if isinstance(part, AdminError):
+            return part
+        if (election == "preferred" and part.replicas and part.leader == part.replicas[0]) or (election == "unclean" and part.leader is not None):
+            return AdminError(ELECTION_NOT_NEEDED, f"{topic}-{partition} is led by {part.leader}")
+        if self._change(part, now_ms, out, reason=f"elect_{election}", election=election) is None:
+            error = PREFERRED_LEADER_NOT_AVAILABLE if election == "preferred" else ELIGIBLE_LEADERS_NOT_AVAILABLE
+            return AdminError(error, f"no {'preferred ' if election == 'preferred' else ''}leader can be elected for {topic}-{partition}")
+        return None
+
+    def reassign(self, topic: str, partition: int, target: list[int], now_ms: float, out: Output) -> AdminError | None:
+        """AlterPartitionReassignments with a target (§6.7, Kafka's changePartitionReassignment):
+        one record grows the replica set, or completes at once when the ISR already allows it;
+        a reassignment in progress is replaced by the new target. The leader's ISR expansions
+        complete it (`reassignment.complete_if_ready`, inside `change_partition`)."""
+        part = self._admin_partition(topic, partition)
+        if isinstance(part, AdminError):
+            return part
         try:
-            grown = start_reassignment(part, tuple(target), self.working.brokers)
+            assignment = reassignment_to(part, tuple(target), self.working.brokers)
         except ReassignmentError as exc:
-            return str(exc)
-        if grown is None:
-            return None
-        self._propose([grown], now_ms, out)
-        out.emit(ReassignmentStarted(topic, partition, tuple(target), tuple(grown.adding_replicas), tuple(grown.removing_replicas)))
-        self._maybe_complete_reassignment(grown, now_ms, out)
+            return AdminError(exc.error, str(exc))
+        self._change(part, now_ms, out, reason="reassignment", assignment=assignment)
         return None
 
-    def _maybe_complete_reassignment(self, part: PartitionRecord, now_ms: float, out: Output) -> None:
-        if not part.adding_replicas and not part.removing_replicas:
-            return
-        done = maybe_complete_reassignment(part, self.working.brokers)
-        if done is not None:
-            self._propose([done], now_ms, out)
-            out.emit(ReassignmentCompleted(part.topic, part.partition, tuple(done.replicas), tuple(done.isr), done.leader))
+    def cancel_reassignment(self, topic: str, partition: int, now_ms: float, out: Output) -> AdminError | None:
+        """AlterPartitionReassignments without a target (Kafka's cancelPartitionReassignment): back to
+        the replicas before the reassignment. NO_REASSIGNMENT_IN_PROGRESS when there is none;
+        INVALID_REPLICA_ASSIGNMENT when going back needs an unclean election the topic does not allow."""
+        part = self._admin_partition(topic, partition)
+        if isinstance(part, AdminError):
+            return part
+        try:
+            back = revert(part)
+        except ReassignmentError as exc:
+            return AdminError(exc.error, str(exc))
+        policy = self.policy(part.topic, replication_factor=len(back.assignment.replicas))
+        if back.unclean and not policy.unclean_leader_election:
+            return AdminError(INVALID_REPLICA_ASSIGNMENT, f"reverting {topic}-{partition} would need an unclean leader election")
+        new = change_partition(
+            part, self.working.brokers, policy, reason="reassignment_cancelled", target_isr=back.isr,
+            assignment=back.assignment, election="unclean" if policy.unclean_leader_election else "clean",
+        )
+        if new is not None:
+            self._propose_change(part, new, now_ms, out)
+        return None
 
-    def alter_config(self, topic: str | None, config: dict[str, Any], now_ms: float, out: Output) -> str | None:
+    def alter_config(self, topic: str | None, config: dict[str, Any], now_ms: float, out: Output) -> AdminError | None:
+        """IncrementalAlterConfigs. As Kafka's ConfigurationControlManager, a topic key set to the
+        value it already has writes no record (`!Objects.equals(currentValue, newValue) ||
+        type == BROKER`), so nothing that follows a config record (the ELR clearing below)
+        happens; the cluster's keys are always written."""
         if not self.active:
-            return NOT_CONTROLLER
+            return AdminError(NOT_CONTROLLER)
         resource, name = ("topic", topic) if topic is not None else ("cluster", "")
+        if topic is not None and topic not in self.working.topics:
+            return AdminError(UNKNOWN_TOPIC_OR_PARTITION, f"no topic {topic}")
+        if topic is not None:
+            current = self.working.topic_configs.get(topic, {})
+            config = {k: v for k, v in config.items() if current.get(k) != v}
+        if not config:
+            return None
         self._propose([ConfigRecord(resource, name, k, v) for k, v in config.items()], now_ms, out)
         if "min.insync.replicas" in config:
             # A dynamic MinISR change clears the ELR of the partitions it applies to (KIP-966).

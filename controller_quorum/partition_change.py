@@ -16,8 +16,9 @@ differ, protocol-facts.md says to follow the controller):
   the ISR (case B).
 - With ELR off, the ISR never becomes empty: its last member stays even when fenced (Kafka's
   behaviour before KIP-966, the Last Replica Standing).
-Election order: keep the current leader if still acceptable; else the first acceptable replica in
-replica order; the preferred election takes replicas[0] only. An election from the ELR is clean but
+Election order (Kafka's PartitionChangeBuilder.electLeader): keep the current leader if still
+acceptable; else the first acceptable replica in replica order, where acceptable is active and in
+the ISR, or in the ELR once the ISR is empty; a preferred election tries replicas[0] first. An election from the ELR is clean but
 of its own kind, "elr" (Kafka 4.1 counts it apart: ElectionFromEligibleLeaderReplicasPerSec). Unclean elections (legacy
 `unclean.leader.election.enable`, or ElectLeaders type unclean) take the first active replica and
 mark the partition RECOVERING (KIP-704).
@@ -28,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from .metadata import RECOVERED, RECOVERING, BrokerRegistration, PartitionRecord
+from .reassignment import Assignment, complete_if_ready
 
 
 @dataclass(frozen=True)
@@ -63,10 +65,14 @@ def change_partition(
     remove: int | None = None,
     target_isr: tuple[int, ...] | None = None,
     unclean_shutdown: frozenset[int] = frozenset(),
-    election: str = "clean",  # clean | preferred | unclean | none (the kind of election asked for)
+    election: str = "clean",  # clean (Kafka's ONLINE) | preferred | unclean: the kind of election asked for
     recovery_state: str | None = None,
+    assignment: Assignment | None = None,
 ) -> PartitionRecord | None:
-    """The partition's new state, or None when nothing changes."""
+    """The partition's new state, or None when nothing changes. `assignment` is a new replica set
+    (a reassignment started, merged or reverted); any change whose ISR allows it completes a
+    reassignment in progress, in the same record (Kafka's PartitionChangeBuilder.build: its
+    completeReassignmentIfNeeded comes before the ELR and the election)."""
 
     def active(b: int) -> bool:
         reg = brokers.get(b)
@@ -78,9 +84,16 @@ def change_partition(
         if not isr and not policy.elr_enabled:
             isr = [remove]  # the last replica standing keeps its place (pre-KIP-966 behaviour)
 
-    elr, lkelr = _eligible_leader_replicas(part, isr, policy, unclean_shutdown)
+    assignment = assignment or Assignment.of(part)
+    completed = complete_if_ready(assignment, tuple(isr))
+    if completed is not None:
+        assignment, completed_isr = completed
+        isr = list(completed_isr)
+    replicas = assignment.replicas
 
-    leader, leader_isr, leader_elr, elected = _elect(part, isr, elr, active, election, policy)
+    elr, lkelr = _eligible_leader_replicas(part, replicas, isr, policy, unclean_shutdown)
+
+    leader, leader_isr, leader_elr, elected = _elect(part, replicas, isr, elr, active, election, policy)
     isr, elr = leader_isr, leader_elr
     lrs = recovery_state or part.leader_recovery_state
     if elected == "unclean":
@@ -93,6 +106,9 @@ def change_partition(
 
     new = replace(
         part,
+        replicas=tuple(replicas),
+        adding_replicas=assignment.adding,
+        removing_replicas=assignment.removing,
         isr=tuple(isr),
         elr=tuple(elr),
         last_known_elr=tuple(lkelr),
@@ -101,31 +117,39 @@ def change_partition(
         reason=reason,
         election=elected if leader != part.leader else None,
     )
-    if (new.isr, new.elr, new.last_known_elr, new.leader, new.leader_recovery_state) == (
-        part.isr, part.elr, part.last_known_elr, part.leader, part.leader_recovery_state,
-    ):
+    if _state(new) == _state(part):
         return None
+    # A new leader epoch with a new leader, and whenever replicas leave the replica set, even under
+    # the same leader (Kafka's PartitionChangeBuilder.triggerLeaderEpochBumpForReplicaReassignmentIfNeeded):
+    # a removed replica still fetching is fenced by the epoch, and the leader starts over its followers.
+    replicas_left = not set(part.replicas) <= set(replicas)
     return replace(
         new,
-        leader_epoch=part.leader_epoch + (1 if leader != part.leader else 0),
+        leader_epoch=part.leader_epoch + (1 if leader != part.leader or replicas_left else 0),
         partition_epoch=part.partition_epoch + 1,
     )
 
 
+def _state(p: PartitionRecord) -> tuple:
+    return (p.replicas, p.adding_replicas, p.removing_replicas, p.isr, p.elr, p.last_known_elr, p.leader, p.leader_recovery_state)
+
+
 def _eligible_leader_replicas(
-    part: PartitionRecord, isr: list[int], policy: ChangePolicy, unclean_shutdown: frozenset[int]
+    part: PartitionRecord, replicas: tuple[int, ...], isr: list[int], policy: ChangePolicy, unclean_shutdown: frozenset[int]
 ) -> tuple[list[int], list[int]]:
+    """ELR and LastKnownELR among `replicas` (the new replica set: a replica a reassignment removed
+    is in neither)."""
     if not policy.elr_enabled:
         return [], []
     if len(isr) >= policy.min_isr:
         return [], []
     in_isr = set(isr)
-    candidates = [b for b in part.replicas if b in set(part.elr) | set(part.isr)]
+    candidates = [b for b in replicas if b in set(part.elr) | set(part.isr)]
     elr = [b for b in candidates if b not in in_isr and b not in unclean_shutdown]
     if policy.last_known_leader_only:
         return elr, list(part.last_known_elr)  # decided after the election (_last_known_leader)
     pool = set(candidates) | set(part.last_known_elr)
-    lkelr = [b for b in part.replicas if b in pool and b not in in_isr and b not in elr]
+    lkelr = [b for b in replicas if b in pool and b not in in_isr and b not in elr]
     return elr, lkelr
 
 
@@ -157,31 +181,31 @@ def _last_known_leader(part: PartitionRecord, isr: list[int], leader: int | None
     return current
 
 
-def _elect(part, isr, elr, active, election, policy):
-    """(leader, isr, elr, how) where how is clean (from the ISR), elr (clean, from the ELR), unclean,
-    or None (no acceptable replica)."""
-    if election == "none":
-        leader = part.leader if part.leader in isr and active(part.leader) else None
-        return leader, isr, elr, None if leader is None else "clean"
+def _elect(part, replicas, isr, elr, active, election, policy):
+    """(leader, isr, elr, how) where how is clean (from the ISR), elr (clean, from the ELR),
+    preferred, unclean, or None (no acceptable replica). Kafka's PartitionChangeBuilder
+    .electLeader: a valid leader is active and in the ISR, or in the ELR when the ISR is empty; the
+    current leader stays if valid; otherwise the first valid replica in the order of `replicas`
+    (the new replica set). A preferred election tries replicas[0] first (electPreferredLeader)."""
+
+    def valid(b: int | None) -> bool:
+        return b is not None and (b in isr or (not isr and policy.elr_enabled and b in elr)) and active(b)
+
+    preferred = replicas[0] if replicas else None
     if election == "preferred":
-        preferred = part.replicas[0]
-        if preferred in isr and active(preferred):
-            return preferred, isr, elr, "preferred"  # clean, asked for by ElectLeaders
-        leader = part.leader if part.leader in isr and active(part.leader) else None
-        return leader, isr, elr, "clean" if leader is not None else None
-    if part.leader is not None and part.leader in isr and active(part.leader):
-        return part.leader, isr, elr, "clean"
-    for b in part.replicas:
-        if b in isr and active(b):
-            return b, isr, elr, "clean"
-    if policy.elr_enabled:
-        for b in part.replicas:
-            if b in elr and active(b):
-                # Case B: an unfenced ELR member leads and moves to the ISR; a clean election,
-                # of kind "elr" (Kafka's "using ELR", PartitionChangeBuilder.tryElection).
-                return b, [b], [x for x in elr if x != b], "elr"
+        order = [preferred, part.leader, *replicas[1:]]
+    else:
+        order = [part.leader, *replicas]
+    for b in order:
+        if not valid(b):
+            continue
+        if b not in isr:
+            # Case B: an unfenced ELR member leads and moves to the ISR; a clean election, of
+            # kind "elr" (Kafka's "using ELR", PartitionChangeBuilder.tryElection).
+            return b, [b], [x for x in elr if x != b], "elr"
+        return b, isr, elr, "preferred" if election == "preferred" and b == preferred else "clean"
     if election == "unclean" or policy.unclean_leader_election:
-        for b in part.replicas:
+        for b in replicas:
             if active(b):
                 return b, [b], [], "unclean"
     return None, isr, elr, None

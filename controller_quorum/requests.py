@@ -18,6 +18,29 @@ NOT_LEADER_OR_FOLLOWER = "NOT_LEADER_OR_FOLLOWER"
 INVALID_UPDATE_VERSION = "INVALID_UPDATE_VERSION"
 INELIGIBLE_REPLICA = "INELIGIBLE_REPLICA"
 INVALID_REQUEST = "INVALID_REQUEST"
+# admin answers (Kafka's error names, as `expect_error` names them)
+NONE = "NONE"
+INVALID_REPLICA_ASSIGNMENT = "INVALID_REPLICA_ASSIGNMENT"
+NO_REASSIGNMENT_IN_PROGRESS = "NO_REASSIGNMENT_IN_PROGRESS"
+ELECTION_NOT_NEEDED = "ELECTION_NOT_NEEDED"
+ELIGIBLE_LEADERS_NOT_AVAILABLE = "ELIGIBLE_LEADERS_NOT_AVAILABLE"
+PREFERRED_LEADER_NOT_AVAILABLE = "PREFERRED_LEADER_NOT_AVAILABLE"
+TOPIC_ALREADY_EXISTS = "TOPIC_ALREADY_EXISTS"
+INVALID_PARTITIONS = "INVALID_PARTITIONS"
+INVALID_REPLICATION_FACTOR = "INVALID_REPLICATION_FACTOR"
+INVALID_CONFIG = "INVALID_CONFIG"
+
+
+@pickled_by_fields
+@dataclass(frozen=True, slots=True)
+class AdminError:
+    """An admin call's answer other than NONE: Kafka's error name and a message for people."""
+
+    error: str
+    message: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.error}: {self.message}" if self.message else self.error
 
 
 @pickled_by_fields

@@ -161,9 +161,10 @@ def _print_summary(result: RunResult) -> None:
         tag = "[yellow]expected violation[/]" if expected else "[red]violation[/]"
         out.print(f"{tag} {v['invariant']} at {v['at_ms']} ms: {v['detail']}", highlight=False)
     for v in s.get("epilogue_violations", []):
-        out.print(f"[magenta]violation after the last step[/] (not in the verdict) {v['invariant']} at {v['at_ms']} ms: {v['detail']}",
-                  highlight=False)
-    missing = set(s["expect_violations"]) - {v["invariant"] for v in s["violations"]}
+        expected = v["invariant"] in s["expect_violations"]
+        tag = "[yellow]expected violation[/]" if expected else "[red]violation[/]"
+        out.print(f"{tag} after the last step: {v['invariant']} at {v['at_ms']} ms: {v['detail']}", highlight=False)
+    missing = set(s["expect_violations"]) - {v["invariant"] for v in s["violations"] + s.get("epilogue_violations", [])}
     for name in sorted(missing):
         out.print(f"[red]expected violation did not happen:[/] {name}", highlight=False)
     out.print(f"run directory: {result.run_dir}", highlight=False)

@@ -13,6 +13,8 @@ After the steps comes the run's epilogue, which completes the history: the produ
 pending record (`produce_ack` "info" or "fail"), load consumers catch up with what is committed,
 and a final read records each partition's committed log (`final_read`). The summary's `final`
 and `violations` describe the cluster when the steps ended; its counters include the epilogue.
+Violations first found in the epilogue are listed apart (`epilogue_violations`) but count in the
+verdict like any other (contract.md: `ok` is judged from every violation of the run).
 """
 
 from __future__ import annotations
@@ -260,8 +262,8 @@ def _run_scenario(
             runtime.record(StepsDone(1 if failures else 0))
             runtime.check_everything()
             at_end = capture_verdict(runtime)
-            # The epilogue is checked too (its violations are facts of the run: an election while
-            # the load settles can lose records), but reported apart: the verdict is the steps'.
+            # The epilogue is checked too: its violations are facts of the run (an election while
+            # the load settles can lose records), reported apart and counted in the verdict.
             runtime.clients.finish()
         except Exception as exc:  # a broken internal invariant or a bug: keep the evidence, fail the run
             error = "".join(traceback.format_exception(exc))
@@ -361,7 +363,7 @@ def build_summary(
     violations = at_end["violations"] if at_end is not None else []
     violated = {v["invariant"] for v in violations}
     epilogue = [v for v in runtime.violations() if v["invariant"] not in violated] if runtime is not None else []
-    ok = not failures and violated == set(scenario.expect_violations)
+    ok = not failures and violated | {v["invariant"] for v in epilogue} == set(scenario.expect_violations)
     stats: dict[str, Any] = {}
     final: dict[str, Any] = at_end["final"] if at_end is not None else {"partitions": {}, "brokers": {}, "quorum": {}}
     if runtime is not None:
@@ -403,7 +405,7 @@ def build_summary(
             "failures": [f.as_dict() for f in failures],
             "violations": violations,
             # Invariants first broken after the last step (while the epilogue settled the load
-            # and read the logs): facts of the run, outside the scenario's verdict (`ok`).
+            # and read the logs): listed apart, and counted in `ok` like the others.
             "epilogue_violations": epilogue,
             "expect_violations": list(scenario.expect_violations),
             "stats": stats,

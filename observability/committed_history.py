@@ -50,7 +50,7 @@ class CommittedHistory:
         if ev.kind == "partition_change":
             self._keep(("partition", f"{ev.topic}-{ev.partition}"), ev.metadata_offset, vars(PartitionState.from_change(ev, hwm=UNKNOWN)))
         elif ev.kind == "broker_change":
-            self._keep(("broker", ev.broker), ev.metadata_offset, {"fenced": ev.fenced, "epoch": ev.epoch})
+            self._keep(("broker", ev.broker), ev.metadata_offset, {"fenced": ev.fenced, "epoch": ev.epoch, "in_controlled_shutdown": bool(ev.in_controlled_shutdown)})
 
     def _keep(self, subject: Subject, version: int, attributes: dict[str, Any]) -> None:
         if version <= self._newest.get(subject, -1):

@@ -78,6 +78,7 @@ COLUMN_TYPES: dict[str, str] = {
     "epoch": "int64",
     "previous_epoch": "int64",
     "fenced": "bool",
+    "in_controlled_shutdown": "bool",
     "clean": "bool",
     "strategy": "string",
     "candidates": "list<int32>",
@@ -87,6 +88,9 @@ COLUMN_TYPES: dict[str, str] = {
     "target_replicas": "list<int32>",
     "adding": "list<int32>",
     "removing": "list<int32>",
+    "adding_replicas": "list<int32>",
+    "removing_replicas": "list<int32>",
+    "call": "string",
     # the data plane
     "leso": "int64",
     "hwm": "int64",
@@ -372,6 +376,9 @@ class PartitionChange(NamedTuple):
     min_isr: int
     recovery_state: str
     reason: str
+    # A reassignment in progress (replication-correctness.md §6.7): replicas joining and leaving.
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
 
 
 CLEAN_ELECTIONS = frozenset({"clean", "elr", "preferred"})  # the others may lose committed records
@@ -395,12 +402,14 @@ class Election(NamedTuple):
 
 @event("broker_change")
 class BrokerChange(NamedTuple):
-    """A committed broker registration or fencing record: the broker's epoch and fenced state."""
+    """A committed broker registration or fencing record: the broker's epoch, fenced state and
+    controlled-shutdown flag (true from the controlled-shutdown request until it registers again)."""
 
     broker: int
     epoch: int
     fenced: bool
     metadata_offset: int
+    in_controlled_shutdown: bool = False
 
 
 # --- faults and processes -----------------------------------------------------------------------
@@ -780,6 +789,27 @@ class ReassignmentStarted(NamedTuple):
 
 @event("reassignment_completed")
 class ReassignmentCompleted(NamedTuple):
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int | None
+
+
+@event("admin_answer")
+class AdminAnswer(NamedTuple):
+    """The active controller's answer to an admin call (a scenario's `elect`, `reassign`,
+    `alter_config`, ... step): `error` is Kafka's error name, "NONE" when it was carried out."""
+
+    call: str
+    error: str
+    detail: str
+
+
+@event("reassignment_cancelled")
+class ReassignmentCancelled(NamedTuple):
+    """AlterPartitionReassignments without a target: the partition went back to these replicas."""
+
     topic: str
     partition: int
     replicas: tuple[int, ...]

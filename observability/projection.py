@@ -477,6 +477,7 @@ class ClusterProjection:
                 fenced=UNKNOWN if reg is None else reg.fenced,
                 epoch=UNKNOWN if reg is None else reg.epoch,
                 alive=self.running.get(f"b{b}", False),
+                in_controlled_shutdown=UNKNOWN if reg is None else bool(reg.in_controlled_shutdown),
             )
         return out
 

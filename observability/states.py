@@ -43,6 +43,11 @@ class PartitionState:
     hwm: int | None
     offline: bool
     under_min_isr: bool
+    recovery_state: str = "RECOVERED"  # KIP-704: RECOVERING after an unclean election
+    adding_replicas: list[int] = field(default_factory=list)  # a reassignment in progress (§6.7)
+    removing_replicas: list[int] = field(default_factory=list)
+    preferred_leader: int | None = None  # the first replica in the assignment's order
+    exists: bool = True  # a state is only ever made for a partition that exists
 
     @classmethod
     def from_change(cls, ev: Any, hwm: Any) -> PartitionState:
@@ -58,6 +63,10 @@ class PartitionState:
             hwm=hwm,
             offline=ev.leader is None,
             under_min_isr=ev.under_min_isr,
+            recovery_state=ev.recovery_state,
+            adding_replicas=list(ev.adding_replicas or ()),
+            removing_replicas=list(ev.removing_replicas or ()),
+            preferred_leader=ev.replicas[0] if len(ev.replicas) else None,
         )
 
 
@@ -73,6 +82,7 @@ class BrokerState:
     fenced: Any = UNKNOWN  # bool once a controller tracks it
     epoch: Any = UNKNOWN  # int once registered
     alive: bool = False
+    in_controlled_shutdown: Any = UNKNOWN  # bool once a controller tracks it
 
 
 @dataclass

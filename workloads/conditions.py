@@ -11,7 +11,7 @@ from observability.states import UNKNOWN
 
 from .scenario.condition_spec import BROKER_ATTRS, HISTORY_COUNTERS, PARTITION_ATTRS, Comparison, Condition
 
-SET_VALUED = frozenset({"replicas", "isr", "elr", "last_known_elr"})
+SET_VALUED = frozenset({"replicas", "isr", "elr", "last_known_elr", "adding_replicas", "removing_replicas"})
 # The subjects' attributes (contract.md, "Conditions") less those no metadata record holds: `hwm`
 # is the leader's and `alive` the process's, not the controller's, and are read from the cluster
 # as it is now.
@@ -28,7 +28,10 @@ def actual_values(cond: Condition, view: ClusterView) -> dict[str, Any]:
             out[key] = view.counter(key)
         elif cond.partition is not None:
             state = view.partition(cond.partition)
-            out[key] = UNKNOWN if state is None else getattr(state, key)
+            if key == "exists":
+                out[key] = state is not None and state.exists  # the history says when it was created
+            else:
+                out[key] = UNKNOWN if state is None else getattr(state, key)
         elif cond.replica is not None:
             state = view.replica(cond.replica.partition, cond.replica.broker)
             out[key] = UNKNOWN if state is None else getattr(state, key)

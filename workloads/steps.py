@@ -32,7 +32,7 @@ from .scenario.step_spec import (
 )
 
 SHUTDOWN_TIMEOUT_MS = 60_000.0
-PROTOCOL_STEPS = ("produce", "consume", "load", "list_offsets", "elect", "reassign", "alter_config")
+PROTOCOL_STEPS = ("produce", "consume", "load", "list_offsets", *api.ADMIN_STEPS)
 
 
 @dataclass(frozen=True)
@@ -96,8 +96,9 @@ class StepRunner:
                 rt.crash(self.resolve(args.node), args.mode)
             case RestartStep(restart=node):
                 rt.restart(self.resolve(node))
-            case ShutdownStep(shutdown=node):
-                rt.shutdown(self.resolve(node), SHUTDOWN_TIMEOUT_MS)
+            case ShutdownStep():
+                args = step.target()
+                rt.shutdown(self.resolve(args.node), SHUTDOWN_TIMEOUT_MS, wait=args.wait)
             case IsolateStep(isolate=node):
                 rt.isolate(self.resolve(node))
             case PartitionStep(partition=groups):
@@ -162,12 +163,22 @@ def protocol_command(kind: str, args: Any) -> api.ProtocolCommand:
             return api.ListOffsets(topic, p, args.timeout_ms, accepts, str(expected))
         case "elect":
             topic, p = split_partition_ref(args.partition)
-            return api.Elect(topic, p, args.type)
+            return api.Elect(topic, p, args.type, args.expect_error)
         case "reassign":
             topic, p = split_partition_ref(args.partition)
-            return api.Reassign(topic, p, list(args.replicas))
+            return api.Reassign(topic, p, list(args.replicas), args.expect_error)
+        case "cancel_reassignment":
+            topic, p = split_partition_ref(args.partition)
+            return api.CancelReassignment(topic, p, args.expect_error)
         case "alter_config":
-            return api.AlterConfig(args.topic, dict(args.config))
+            return api.AlterConfig(args.topic, dict(args.config), args.expect_error)
+        case "create_topic":
+            from .drivers import topic_settings
+
+            return api.CreateTopic(topic_settings(args), args.expect_error)
+        case "create_partitions":
+            assignment = None if args.assignment is None else {p: list(r) for p, r in args.assignment.items()}
+            return api.CreatePartitions(args.topic, args.count, assignment, args.expect_error)
     raise AssertionError(f"{kind!r} is not a protocol step")
 
 

@@ -112,11 +112,16 @@ class ListOffsets:
     expected: str
 
 
+# Admin calls: `expect_error` is Kafka's error name the answer must have (NONE: carried out);
+# None accepts any answer.
+
+
 @dataclass(frozen=True)
 class Elect:
     topic: str
     partition: int
     type: str  # preferred | unclean
+    expect_error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -124,15 +129,40 @@ class Reassign:
     topic: str
     partition: int
     replicas: list[int]
+    expect_error: str | None = None
+
+
+@dataclass(frozen=True)
+class CancelReassignment:
+    topic: str
+    partition: int
+    expect_error: str | None = None
 
 
 @dataclass(frozen=True)
 class AlterConfig:
     topic: str | None  # None: the cluster's config
     config: dict[str, Any]
+    expect_error: str | None = None
 
 
-ProtocolCommand = Produce | Consume | Load | ListOffsets | Elect | Reassign | AlterConfig
+@dataclass(frozen=True)
+class CreateTopic:
+    topic: TopicSettings
+    expect_error: str | None = None
+
+
+@dataclass(frozen=True)
+class CreatePartitions:
+    topic: str
+    count: int
+    assignment: dict[int, list[int]] | None
+    expect_error: str | None = None
+
+
+AdminCommand = Elect | Reassign | CancelReassignment | AlterConfig | CreateTopic | CreatePartitions
+ADMIN_STEPS = ("elect", "reassign", "cancel_reassignment", "alter_config", "create_topic", "create_partitions")
+ProtocolCommand = Produce | Consume | Load | ListOffsets | AdminCommand
 
 
 # --- fault schedules ------------------------------------------------------------------------------
@@ -180,7 +210,9 @@ class ClusterRuntime(Protocol):
 
     def restart(self, node: str) -> None: ...
 
-    def shutdown(self, node: str, timeout_ms: float) -> None: ...
+    def shutdown(self, node: str, timeout_ms: float, wait: bool = True) -> None:
+        """A controlled shutdown; `wait`: until the node has stopped (else return once asked)."""
+        ...
 
     # network
     def isolate(self, node: str) -> None: ...
@@ -191,7 +223,7 @@ class ClusterRuntime(Protocol):
 
     def heal(self, node: str | None) -> None: ...
 
-    # protocol-level steps (produce, consume, list_offsets, load, elect, reassign, alter_config)
+    # protocol-level steps (produce, consume, list_offsets, load, and the admin calls: ADMIN_STEPS)
     def protocol_step(self, kind: str, args: ProtocolCommand) -> None: ...
 
     # the record

@@ -11,8 +11,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from actors.runtime.api import StepFailed, TopicSettings
-from controller_quorum.requests import NOT_CONTROLLER
+from actors.runtime.api import (
+    AdminCommand,
+    AlterConfig,
+    CancelReassignment,
+    CreatePartitions,
+    CreateTopic,
+    Elect,
+    Reassign,
+    StepFailed,
+    TopicSettings,
+)
+from controller_quorum.requests import NONE, NOT_CONTROLLER, TOPIC_ALREADY_EXISTS, AdminError
 from observability.checks import OnlineChecks, QuorumDisruption
 from observability.committed_history import CommittedHistory
 from observability.events import ClusterReady
@@ -99,29 +109,60 @@ class RoleCluster:
         def call(ctl, now, out):
             config = dict(topic.config)
             error = ctl.create_topic(topic.name, topic.partitions, topic.replication_factor, topic.assignment, config, now, out)
-            return None if exists_ok and error is not None and error.endswith("already exists") else error
+            return None if exists_ok and error is not None and error.error == TOPIC_ALREADY_EXISTS else error
 
-        self.admin(call)
+        error = self.admin(call)
+        if error is not None:
+            raise StepFailed(f"the controller refused to create topic {topic.name}: {error}")
 
-    def admin(self, call, timeout_ms: float = 60_000.0) -> None:
+    def admin_step(self, kind: str, args: AdminCommand) -> None:
+        """A scenario's admin step (api.ADMIN_STEPS), the same on both runtimes."""
+        match args:
+            case Elect(topic=topic, partition=p, type=election):
+                call = lambda ctl, now, out: ctl.elect_leaders(topic, p, election, now, out)  # noqa: E731
+            case Reassign(topic=topic, partition=p, replicas=replicas):
+                target = list(replicas)
+                call = lambda ctl, now, out: ctl.reassign(topic, p, target, now, out)  # noqa: E731
+            case CancelReassignment(topic=topic, partition=p):
+                call = lambda ctl, now, out: ctl.cancel_reassignment(topic, p, now, out)  # noqa: E731
+            case AlterConfig(topic=topic, config=config):
+                config = dict(config)
+                call = lambda ctl, now, out: ctl.alter_config(topic, config, now, out)  # noqa: E731
+            case CreateTopic(topic=t):
+                call = lambda ctl, now, out: ctl.create_topic(t.name, t.partitions, t.replication_factor, t.assignment, dict(t.config), now, out)  # noqa: E731
+            case CreatePartitions(topic=topic, count=count, assignment=assignment):
+                call = lambda ctl, now, out: ctl.create_partitions(topic, count, assignment, now, out)  # noqa: E731
+            case _:
+                raise AssertionError(f"{kind!r} is not an admin step")
+        self.admin(call, name=kind, expect_error=args.expect_error)
+
+    def admin(self, call, timeout_ms: float = 60_000.0, name: str = "", expect_error: str | None = None) -> AdminError | None:
         """Run an admin call on the active controller: the quorum's leader as the history tells
-        it, asked again (after a pause) while the one asked answers that it is not active."""
+        it, asked again (after a pause) while the one asked answers that it is not active.
+        Returns the answer (None: carried out). A scenario's admin step (`name`) records the
+        answer in the history; with `expect_error` (Kafka's error name, NONE for none) another
+        answer fails the step, and without it any answer is accepted (contract.md, admin steps)."""
         deadline = self.now_ms + timeout_ms
         while True:
             if not self.run_until(lambda: self.view().quorum().leader is not None, max(deadline - self.now_ms, 0.0)):
                 raise StepFailed("no active controller to take the admin call")
             leader = f"c{self.view().quorum().leader}"
-            error = self.invoke(leader, lambda role, now: _admin(role, call, now)) if self.sim.is_running(leader) else NOT_CONTROLLER
-            if error != NOT_CONTROLLER:
+            if self.sim.is_running(leader):
+                error = self.invoke(leader, lambda role, now: _admin(role, call, now, name))
+            else:
+                error = AdminError(NOT_CONTROLLER)
+            if error is None or error.error != NOT_CONTROLLER:
                 break
             if self.now_ms >= deadline:
                 raise StepFailed("no active controller took the admin call")
             self.run_for(ADMIN_RETRY_MS)
-        if error is not None:
-            raise StepFailed(f"the controller refused: {error}")
+        got = NONE if error is None else error.error
+        if expect_error is not None and got != expect_error:
+            raise StepFailed(f"expected {expect_error}, the controller answered {error or NONE}")
+        return error
 
 
-def _admin(role, call, now_ms: float):
-    """Carry out the admin call on the role; its error (None: done) comes back separately."""
-    out = role.admin(call, now_ms)
+def _admin(role, call, now_ms: float, name: str):
+    """Carry out the admin call on the role; its answer (None: done) comes back separately."""
+    out = role.admin(call, now_ms, name)
     return out, role.last_admin_error

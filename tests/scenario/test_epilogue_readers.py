@@ -114,13 +114,13 @@ steps:
     assert counts["lost-write"] == 0 and counts["uncommitted-read"] == 0
 
 
-def test_an_invariant_broken_in_the_epilogue_is_reported_apart_from_the_verdict(tmp_path):
+def test_an_invariant_broken_in_the_epilogue_is_reported_apart_and_fails_the_verdict(tmp_path):
     """The last step cuts off the leader broker 1, the only ISR member, holding 5 records no
     other replica has; the run's epilogue (its final read waits for broker 1) lasts long enough
     for the controller to fence it and elect broker 2 or 3 uncleanly, losing them. Before, the
     checks stopped at the last step: `ok`, no violation, yet `acked_lost` 5. Now the summary
-    reports them as `epilogue_violations` (the steps' verdict stays `ok`), and a campaign counts
-    them as findings."""
+    reports them as `epilogue_violations`, they count in `ok` (contract.md: `ok` is judged from
+    every violation) and the exit code, and a campaign counts them as findings."""
     from kraftlab.campaign.outcome import findings
 
     summary, result = run_text(tmp_path, """
@@ -139,13 +139,13 @@ steps:
   - produce: {topic: t, count: 5, acks: all, expect: acked}
   - isolate: b1
 """)
-    assert summary["ok"] is True and summary["violations"] == [] and result.exit_code == 0
+    assert summary["ok"] is False and summary["failures"] == [] and summary["violations"] == [] and result.exit_code == 1
     (steps_done,) = rows(tmp_path, "steps_done")
     late = {v["invariant"]: v["at_ms"] for v in summary["epilogue_violations"]}
     assert "LeaderCompleteness" in late and min(late.values()) > steps_done["time_ms"]
     assert summary["stats"]["acked_lost"] == 5
     assert "LeaderCompleteness" in findings(summary, len(summary.get("failures", [])) + 6)[0]
-    assert "violation after the last step" in result.output
+    assert "after the last step: LeaderCompleteness" in result.output
 
 
 def test_a_leader_whose_hwm_is_below_its_leso_gives_an_incomplete_final_read(tmp_path):

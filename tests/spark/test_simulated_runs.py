@@ -25,7 +25,12 @@ def test_last_replica_standing_without_elr_loses_what_the_summary_says(spark, tm
     assert checks["stats"]["lost_by_acks"].get("all", 0) == lost
     assert checks["anomalies"]["lost-write"]["count"] >= lost
     assert checks["valid"] is False
-    assert set(checks["invariants"]) == set(summary["expect_violations"])
+    # checks.json's invariants hold Spark's own findings and the online checker's, copied from
+    # summary.json (`source`); only Spark's are compared. Spark judges LeaderCompleteness through
+    # the followers' truncations; TrueHWMMonotonic it does not re-check, so that one is a copy.
+    rechecked = {name for name, found in checks["invariants"].items() if found["source"] != "online"}
+    assert rechecked == {"LeaderCompleteness"} < set(summary["expect_violations"])
+    assert checks["invariants"]["TrueHWMMonotonic"]["source"] == "online"
     assert checks["stats"]["acked"] == summary["stats"]["acked"]
     assert checks["events"] == summary["stats"]["events"]
 

@@ -41,10 +41,23 @@ def test_the_handlers_raise_in_the_main_thread_with_the_shells_codes():
     assert out[:4] == ["0 1", "KeyboardInterrupt 130", "Terminated 143", "True True 143"]
 
 
-def test_without_install_nothing_is_taken():
-    before = signal.getsignal(signal.SIGTERM)
-    interrupts.reclaim()  # what the Ray adapter calls after ray.init: a no-op unless the command installed
-    assert signal.getsignal(signal.SIGTERM) is before or interrupts._installed
+def test_without_install_nothing_is_taken(monkeypatch):
+    """Whatever ran before in this process (a test that ran the CLI installs the handlers)."""
+
+    def handlers():
+        return signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+
+    before = handlers()
+    try:
+        monkeypatch.setattr(interrupts, "_installed", False)
+        interrupts.reclaim()  # what the Ray adapter calls after ray.init: a no-op unless the command installed
+        assert handlers() == before
+        monkeypatch.setattr(interrupts, "_installed", True)  # and once installed, it takes them back
+        interrupts.reclaim()
+        assert handlers() == (interrupts._on_signal, interrupts._on_signal)
+    finally:
+        signal.signal(signal.SIGINT, before[0])
+        signal.signal(signal.SIGTERM, before[1])
 
 
 def test_a_run_in_a_thread_stops_at_its_next_poll_once_abandoned(monkeypatch):

@@ -59,7 +59,7 @@ def test_an_election_from_the_elr_has_its_own_kind_and_one_from_the_isr_stays_cl
 
 def test_case_e_and_g_isr_expansion_to_min_isr_empties_the_elr():
     p = part(leader=2, isr=(2,), elr=(1,), lkelr=(3,))
-    new = change_partition(p, brokers(), ELR_ON, reason="alter_partition", target_isr=(2, 3), election="none")
+    new = change_partition(p, brokers(), ELR_ON, reason="alter_partition", target_isr=(2, 3))
     assert (new.isr, new.elr, new.last_known_elr, new.leader) == ((2, 3), (), (), 2)
     assert new.leader_epoch == p.leader_epoch and new.partition_epoch == p.partition_epoch + 1
 
@@ -163,5 +163,5 @@ def test_last_known_leader_is_not_rewritten_when_it_already_holds_just_that_lead
 
 def test_last_known_leader_is_cleared_while_the_partition_keeps_its_leader():
     p = part(leader=1, isr=(1,), elr=(), lkelr=(3,))
-    new = change_partition(p, brokers(), LAST_KNOWN_LEADER, reason="alter_partition", target_isr=(1, 2), election="none")
+    new = change_partition(p, brokers(), LAST_KNOWN_LEADER, reason="alter_partition", target_isr=(1, 2))
     assert (new.isr, new.last_known_elr, new.leader) == ((1, 2), (), 1)

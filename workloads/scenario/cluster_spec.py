@@ -53,6 +53,13 @@ class KafkaConfig(Strict):
     # Segment files roll at this size (Kafka: 1 GiB). Any positive size is accepted (Kafka 4 asks
     # for at least 1 MiB) so that scenarios can roll segments with a handful of records.
     log_segment_bytes: PositiveInt = Field(1 << 30, alias="log.segment.bytes")
+    # The automatic leader rebalance (Kafka's QuorumController "electPreferred" periodic task): while
+    # enabled, every interval the active controller elects the preferred replica of each partition
+    # led by another replica, where the preferred one can lead. The percentage is accepted as Kafka
+    # accepts it; its KRaft controller does not use it (the ZooKeeper controller did).
+    auto_leader_rebalance_enable: bool = Field(True, alias="auto.leader.rebalance.enable")
+    leader_imbalance_check_interval_seconds: PositiveInt = Field(300, alias="leader.imbalance.check.interval.seconds")
+    leader_imbalance_per_broker_percentage: int = Field(10, ge=0, le=100, alias="leader.imbalance.per.broker.percentage")
 
     @model_validator(mode="after")
     def _socket_timeout_covers_the_fetch_wait(self) -> KafkaConfig:

@@ -96,9 +96,10 @@ class ReplicaSubject(Strict):
 # Which attribute keys each subject allows (contract.md, "Conditions").
 PARTITION_ATTRS = (
     "leader", "leader_epoch", "partition_epoch", "replicas", "isr", "elr", "last_known_elr", "hwm", "offline", "under_min_isr",
+    "recovery_state", "adding_replicas", "removing_replicas", "preferred_leader", "exists",
 )
 REPLICA_ATTRS = ("leo", "hwm", "in_sync")
-BROKER_ATTRS = ("fenced", "epoch", "alive")
+BROKER_ATTRS = ("fenced", "epoch", "alive", "in_controlled_shutdown")
 QUORUM_ATTRS = ("leader", "epoch", "states")
 HISTORY_COUNTERS = (
     "acked", "failed", "acked_lost", "consumed", "elections_clean", "elections_unclean", "elections_elr",
@@ -126,11 +127,17 @@ class Condition(Strict):
     hwm: NumberCond = None
     offline: bool | None = None
     under_min_isr: bool | None = None
+    recovery_state: Literal["RECOVERED", "RECOVERING"] | None = None
+    adding_replicas: BrokerSet | None = None
+    removing_replicas: BrokerSet | None = None
+    preferred_leader: NullableNumberCond = None
+    exists: bool | None = None
     leo: NumberCond = None
     in_sync: bool | None = None
     fenced: bool | None = None
     epoch: NumberCond = None
     alive: bool | None = None
+    in_controlled_shutdown: bool | None = None
     states: dict[PositiveInt, QuorumStateName] | None = None
 
     acked: NumberCond = None

@@ -10,6 +10,9 @@ from .names import is_client, split_partition_ref
 from .schema import Scenario
 from .step_spec import (
     AlterConfigStep,
+    CancelReassignmentStep,
+    CreatePartitionsStep,
+    CreateTopicStep,
     ConsumeStep,
     CrashStep,
     ElectStep,
@@ -35,28 +38,33 @@ def check_references(sc: Scenario) -> list[Problem]:
 
 
 def _topics(sc: Scenario) -> Iterator[Problem]:
-    brokers = sc.cluster.brokers
     seen: set[str] = set()
     for i, t in enumerate(sc.topics):
         at = f"topics[{i}]"
         if t.name in seen:
             yield f"{at}.name", f"topic {t.name!r} is defined twice"
         seen.add(t.name)
-        rf = t.replication_factor or 0
-        if rf > brokers:
-            yield f"{at}.replication_factor", f"expected at most cluster.brokers ({brokers}), got {rf}"
-        if t.assignment is not None:
-            expected = set(range(t.partitions))
-            if set(t.assignment) != expected:
-                yield f"{at}.assignment", f"expected exactly the partitions 0..{t.partitions - 1}, got {sorted(t.assignment)}"
-            for p, replicas in sorted(t.assignment.items()):
-                if len(replicas) != rf:
-                    yield f"{at}.assignment.{p}", f"expected {rf} replicas (replication_factor), got {len(replicas)}"
-                if len(set(replicas)) != len(replicas):
-                    yield f"{at}.assignment.{p}", f"a broker appears twice in {replicas}"
-                for b in replicas:
-                    if b > brokers:
-                        yield f"{at}.assignment.{p}", f"broker {b} does not exist (brokers are 1..{brokers})"
+        yield from _topic(sc, t, at)
+
+
+def _topic(sc: Scenario, t, at: str) -> Iterator[Problem]:
+    """A topic's replication factor and assignment (of `topics` or a `create_topic` step)."""
+    brokers = sc.cluster.brokers
+    rf = t.replication_factor or 0
+    if rf > brokers:
+        yield f"{at}.replication_factor", f"expected at most cluster.brokers ({brokers}), got {rf}"
+    if t.assignment is not None:
+        expected = set(range(t.partitions))
+        if set(t.assignment) != expected:
+            yield f"{at}.assignment", f"expected exactly the partitions 0..{t.partitions - 1}, got {sorted(t.assignment)}"
+        for p, replicas in sorted(t.assignment.items()):
+            if len(replicas) != rf:
+                yield f"{at}.assignment.{p}", f"expected {rf} replicas (replication_factor), got {len(replicas)}"
+            if len(set(replicas)) != len(replicas):
+                yield f"{at}.assignment.{p}", f"a broker appears twice in {replicas}"
+            for b in replicas:
+                if b > brokers:
+                    yield f"{at}.assignment.{p}", f"broker {b} does not exist (brokers are 1..{brokers})"
 
 
 def _partition(sc: Scenario, ref: str, at: str) -> Iterator[Problem]:
@@ -138,7 +146,7 @@ def _topic_partition(sc: Scenario, topic: str, partition: int, at: str) -> Itera
 
 
 def _condition(sc: Scenario, c: Condition, at: str) -> Iterator[Problem]:
-    if c.partition is not None:
+    if c.partition is not None and "exists" not in c.model_fields_set:  # `exists` may ask about any partition
         yield from _partition(sc, c.partition, f"{at}.partition")
     if c.replica is not None:
         yield from _partition(sc, c.replica.partition, f"{at}.replica.partition")
@@ -172,8 +180,10 @@ def _steps(sc: Scenario) -> Iterator[Problem]:
                     yield at, "a load needs at least one topic"
             case CrashStep(crash=a):
                 yield from _node(sc, a.node, f"{at}.node")
-            case RestartStep(restart=n) | ShutdownStep(shutdown=n):
+            case RestartStep(restart=n):
                 yield from _node(sc, n, at)
+            case ShutdownStep():
+                yield from _node(sc, step.target().node, at)
             case IsolateStep(isolate=n) | HealStep(heal=n):
                 yield from _node(sc, n, at, network=True)
             case PartitionStep(partition=groups):
@@ -185,14 +195,27 @@ def _steps(sc: Scenario) -> Iterator[Problem]:
                 yield from _node(sc, a.to_node, f"{at}.to", network=True)
             case WaitForStep(wait_for=c) | ExpectStep(expect=c):
                 yield from _condition(sc, c, at)
-            case ElectStep(elect=a) | ListOffsetsStep(list_offsets=a):
+            case ListOffsetsStep(list_offsets=a):
                 yield from _partition(sc, a.partition, f"{at}.partition")
-            case ReassignStep(reassign=a):
+            # An admin step that expects an error may name what does not exist, or an invalid
+            # assignment: that is what it tests (contract.md, admin steps).
+            case ElectStep(elect=a) | CancelReassignmentStep(cancel_reassignment=a) if a.expect_error is None:
+                yield from _partition(sc, a.partition, f"{at}.partition")
+            case ReassignStep(reassign=a) if a.expect_error is None:
                 yield from _partition(sc, a.partition, f"{at}.partition")
                 for b in a.replicas:
                     yield from _broker(sc, b, f"{at}.replicas")
                 if len(set(a.replicas)) != len(a.replicas):
                     yield f"{at}.replicas", f"a broker appears twice in {a.replicas}"
-            case AlterConfigStep(alter_config=a):
+            case CreateTopicStep(create_topic=a) if a.expect_error is None:
+                yield from _topic(sc, a, at)
+            case CreatePartitionsStep(create_partitions=a) if a.expect_error is None:
+                t = sc.topic(a.topic)
+                if t is None:
+                    yield f"{at}.topic", f"unknown topic {a.topic!r}"
+                for p, replicas in sorted((a.assignment or {}).items()):
+                    for b in replicas:
+                        yield from _broker(sc, b, f"{at}.assignment.{p}")
+            case AlterConfigStep(alter_config=a) if a.expect_error is None:
                 if a.topic is not None and sc.topic(a.topic) is None:
                     yield f"{at}.topic", f"unknown topic {a.topic!r}"

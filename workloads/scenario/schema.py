@@ -29,7 +29,7 @@ from observability.checks.invariants import DISRUPTION_NAMES, INVARIANT_NAMES
 
 from .cluster_spec import ClusterSpec, TopicSpec
 from .names import NAME_PATTERN, Strict
-from .step_spec import Step
+from .step_spec import CreatePartitionsStep, CreateTopicStep, Step
 
 # --- the scenario ----------------------------------------------------------------------------
 
@@ -58,12 +58,32 @@ class Scenario(Strict):
 
     @model_validator(mode="after")
     def _fill_topic_defaults(self) -> Scenario:
-        filled = [
-            t if t.replication_factor is not None else t.model_copy(update={"replication_factor": min(3, self.cluster.brokers)})
-            for t in self.topics
-        ]
-        object.__setattr__(self, "topics", filled)
+        """A topic's replication factor, when not given: its assignment's, else min(3, brokers)."""
+
+        def filled(t):
+            if t.replication_factor is not None:
+                return t
+            rf = len(next(iter(t.assignment.values()))) if t.assignment else min(3, self.cluster.brokers)
+            return t.model_copy(update={"replication_factor": rf})
+
+        object.__setattr__(self, "topics", [filled(t) for t in self.topics])
+        for step in self.steps:
+            if isinstance(step, CreateTopicStep):
+                object.__setattr__(step, "create_topic", filled(step.create_topic))
         return self
 
     def topic(self, name: str) -> TopicSpec | None:
-        return next((t for t in self.topics if t.name == name), None)
+        """The topic `name` as the scenario's steps may name it: from `topics`, or made by a
+        `create_topic` step, with the partitions `create_partitions` steps add (steps that expect
+        an error make nothing)."""
+        found = next((t for t in self.topics if t.name == name), None)
+        for step in self.steps:
+            if isinstance(step, CreateTopicStep) and found is None:
+                args = step.create_topic
+                if args.name == name and args.expect_error in (None, "NONE"):
+                    found = args
+            elif isinstance(step, CreatePartitionsStep) and found is not None:
+                args = step.create_partitions
+                if args.topic == name and args.expect_error in (None, "NONE"):
+                    found = found.model_copy(update={"partitions": max(found.partitions, args.count)})
+        return found

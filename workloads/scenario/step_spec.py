@@ -18,9 +18,9 @@ from pydantic import (
     model_validator,
 )
 
-from .cluster_spec import KafkaConfig, TopicConfig
+from .cluster_spec import KafkaConfig, TopicConfig, TopicSpec
 from .condition_spec import Condition, NumberCond, WaitForCondition
-from .names import NODE_REF_PATTERN, BrokerId, NodeRef, PartitionRef, Strict
+from .names import NODE_REF_PATTERN, TOPIC_PATTERN, BrokerId, NodeRef, PartitionRef, Strict
 
 # --- steps -----------------------------------------------------------------------------------
 
@@ -150,17 +150,48 @@ class LinkArgs(Strict):
     delay_ms: NonNegativeFloat = 0.0
 
 
-class ElectArgs(Strict):
+KafkaErrorName = Annotated[
+    str,
+    Field(pattern=r"^[A-Z][A-Z_]*$", description="Kafka's error name for the partition or resource (NONE: no error)"),
+]
+
+
+class AdminArgs(Strict):
+    """An admin step's arguments: `expect_error` is the answer it must get (Kafka's error name, NONE
+    for success); absent, any answer is accepted and recorded (the history's `admin_answer`)."""
+
+    expect_error: KafkaErrorName | None = None
+
+
+class ElectArgs(AdminArgs):
     partition: PartitionRef
     type: Literal["preferred", "unclean"] = "preferred"
 
 
-class ReassignArgs(Strict):
+class ReassignArgs(AdminArgs):
     partition: PartitionRef
     replicas: Annotated[list[BrokerId], Field(min_length=1)]
 
 
-class AlterConfigArgs(Strict):
+class CancelReassignmentArgs(AdminArgs):
+    partition: PartitionRef
+
+
+class CreateTopicArgs(TopicSpec):
+    """CreateTopics while the run goes on: a topic as in `topics`, and `expect_error`."""
+
+    expect_error: KafkaErrorName | None = None
+
+
+class CreatePartitionsArgs(AdminArgs):
+    topic: Annotated[str, Field(pattern=TOPIC_PATTERN)]
+    count: PositiveInt = Field(description="the number of partitions the topic grows to")
+    assignment: dict[NonNegativeInt, list[BrokerId]] | None = Field(
+        None, description="each new partition's index -> its replicas; absent: Kafka's placement"
+    )
+
+
+class AlterConfigArgs(AdminArgs):
     topic: str | None = None
     cluster: Literal[True] | None = None
     config: dict[str, Any]
@@ -219,8 +250,18 @@ class RestartStep(StepBase):
     restart: NodeRef
 
 
+class ShutdownArgs(Strict):
+    node: NodeRef
+    wait: bool = Field(True, description="false: start the controlled shutdown and go on at once")
+
+
 class ShutdownStep(StepBase):
-    shutdown: NodeRef
+    """`shutdown: NODE` (waits until the node has stopped) or `shutdown: {node, wait: false}`."""
+
+    shutdown: NodeRef | ShutdownArgs
+
+    def target(self) -> ShutdownArgs:
+        return self.shutdown if isinstance(self.shutdown, ShutdownArgs) else ShutdownArgs(node=self.shutdown)
 
 
 class IsolateStep(StepBase):
@@ -274,6 +315,18 @@ class AlterConfigStep(StepBase):
     alter_config: AlterConfigArgs
 
 
+class CancelReassignmentStep(StepBase):
+    cancel_reassignment: CancelReassignmentArgs
+
+
+class CreateTopicStep(StepBase):
+    create_topic: CreateTopicArgs
+
+
+class CreatePartitionsStep(StepBase):
+    create_partitions: CreatePartitionsArgs
+
+
 STEP_TYPES: dict[str, type[StepBase]] = {
     "produce": ProduceStep,
     "consume": ConsumeStep,
@@ -292,6 +345,9 @@ STEP_TYPES: dict[str, type[StepBase]] = {
     "elect": ElectStep,
     "reassign": ReassignStep,
     "alter_config": AlterConfigStep,
+    "cancel_reassignment": CancelReassignmentStep,
+    "create_topic": CreateTopicStep,
+    "create_partitions": CreatePartitionsStep,
 }
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from actors.runtime import interrupts, kernel_rules
-from actors.runtime.api import ProtocolCommand, RunSettings, StepFailed
+from actors.runtime.api import ADMIN_STEPS, ProtocolCommand, RunSettings, StepFailed
 from actors.runtime.clients import Clients
 from actors.runtime.network import NetworkFaults
 from actors.runtime.readout import RoleCluster
@@ -324,11 +324,13 @@ class RayCluster(RoleCluster):
             self._push_faults()  # the node's new address and port: the rules in force follow it
         self._start_nodes([node])
 
-    def shutdown(self, node: str, timeout_ms: float) -> None:
+    def shutdown(self, node: str, timeout_ms: float, wait: bool = True) -> None:
         if not self.sim.is_running(node):
             raise StepFailed(f"{node} is not running")
         self.sim.record(Fault("shutdown", node, backend=self.fault_backend))
         adapter.get(self.sim.nodes[node].handle.request_shutdown.remote(), CALL_TIMEOUT_S)
+        if not wait:
+            return
         # Done when the history says so (its process_stop reached the view), not just the actor.
         if not self.run_until(lambda: not self.sim.is_running(node) and not self.view().running.get(node, False), timeout_ms):
             raise StepFailed(f"{node} did not finish its controlled shutdown within {timeout_ms:g} ms")
@@ -368,16 +370,8 @@ class RayCluster(RoleCluster):
         self.sim.record(Fault("heal", node or "all", backend=self.fault_backend))
 
     def protocol_step(self, kind: str, args: ProtocolCommand) -> None:
-        if kind == "elect":
-            topic, p = args.topic, args.partition
-            self.admin(lambda ctl, now, out: ctl.elect_leaders(topic, p, args.type, now, out))
-        elif kind == "alter_config":
-            config = dict(args.config)
-            self.admin(lambda ctl, now, out: ctl.alter_config(args.topic, config, now, out))
-        elif kind == "reassign":
-            topic, p = args.topic, args.partition
-            target = list(args.replicas)
-            self.admin(lambda ctl, now, out: ctl.reassign(topic, p, target, now, out))
+        if kind in ADMIN_STEPS:
+            self.admin_step(kind, args)
         elif kind == "produce":
             self.clients.produce(args)
         elif kind == "list_offsets":

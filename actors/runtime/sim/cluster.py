@@ -16,7 +16,7 @@ from actors.clients.consumer import ConsumerNode
 from actors.clients.producer import ProducerNode
 from actors.contract import Output
 from actors.roles import role_factories
-from actors.runtime.api import ProtocolCommand, RunSettings, StepFailed
+from actors.runtime.api import ADMIN_STEPS, ProtocolCommand, RunSettings, StepFailed
 from actors.runtime.clients import Clients
 from actors.runtime.readout import RoleCluster
 from observability.events import Fault, link_target, partition_target
@@ -131,10 +131,12 @@ class SimCluster(RoleCluster):
         self.sim.record(Fault("restart", node, backend="sim"))
         self.sim.start(node)
 
-    def shutdown(self, node: str, timeout_ms: float) -> None:
+    def shutdown(self, node: str, timeout_ms: float, wait: bool = True) -> None:
         if not self.sim.is_running(node):
             raise StepFailed(f"{node} is not running")
         self.sim.request_shutdown(node)
+        if not wait:
+            return
         # Done when the history says so (its process_stop reached the view), not just the actor.
         if not self.run_until(lambda: not self.sim.is_running(node) and not self.view().running.get(node, False), timeout_ms):
             raise StepFailed(f"{node} did not finish its controlled shutdown within {timeout_ms:g} ms")
@@ -156,19 +158,8 @@ class SimCluster(RoleCluster):
         self.sim.record(Fault("heal", node or "all", backend="sim"))
 
     def protocol_step(self, kind: str, args: ProtocolCommand) -> None:
-        if kind == "elect":
-            topic, p = args.topic, args.partition
-            self.admin(lambda ctl, now, out: ctl.elect_leaders(topic, p, args.type, now, out))
-            return
-        if kind == "alter_config":
-            config = dict(args.config)
-            self.admin(lambda ctl, now, out: ctl.alter_config(args.topic, config, now, out))
-            return
-        if kind == "reassign":
-            topic, p = args.topic, args.partition
-            target = list(args.replicas)
-            self.admin(lambda ctl, now, out: ctl.reassign(topic, p, target, now, out))
-            return
+        if kind in ADMIN_STEPS:
+            return self.admin_step(kind, args)
         if kind == "produce":
             return self.clients.produce(args)
         if kind == "list_offsets":

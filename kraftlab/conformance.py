@@ -1,0 +1,186 @@
+"""The conformance suite: Apache Kafka's own test cases as scenario files (workloads/conformance/),
+and the table that says, for each, whether kraftlab agrees with Kafka (docs/conformance.md).
+
+Each file's description starts with the Kafka test it translates and the rule it checks:
+
+    PartitionChangeBuilderTest.testElectLastKnownLeader: <the rule, in one sentence>
+
+Its steps reach the test's starting state and its expectations are what Kafka's test asserts.
+Where kraftlab differs from Kafka on purpose (a protocol switch, a documented simplification), the
+description says so in a paragraph of its own starting with "Differs on purpose:"; such a case is
+expected to fail, and the table shows it. Test cases that no scenario can express yet are listed in
+workloads/conformance/inexpressible.yaml with what is missing.
+
+The table is generated (`make conformance`, or `python -m kraftlab.conformance`): the simulator's
+result of every case is run anew; the Ray column is run anew with `--ray`, and otherwise kept from the
+table as it was. tests/scenario/test_conformance.py fails when the table is stale (the files and the
+table disagree, or a case's result changed); tests/ray/test_conformance_on_ray.py checks the Ray column.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SUITE_DIR = ROOT / "workloads" / "conformance"
+INEXPRESSIBLE = SUITE_DIR / "inexpressible.yaml"
+TABLE = ROOT / "docs" / "conformance.md"
+
+AGREES = "agrees"
+DIFFERS = "differs"
+NOT_RUN = "not run"
+_HEAD = re.compile(r"^\s*(?P<cls>[A-Z]\w*Test)\.(?P<method>\w+):\s*(?P<rule>.+)$", re.S)
+_DIFFERS = "Differs on purpose:"
+
+
+class SuiteError(ValueError):
+    """A suite file that does not follow the format above."""
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str  # the scenario's name (its file's stem)
+    path: Path
+    kafka_class: str
+    kafka_test: str
+    rule: str  # one sentence
+    difference: str | None  # why kraftlab differs on purpose, or None
+
+    @property
+    def kafka_name(self) -> str:
+        return f"{self.kafka_class}.{self.kafka_test}"
+
+    @property
+    def expected(self) -> str:
+        """The result the case should have: a documented difference fails on purpose."""
+        return DIFFERS if self.difference else AGREES
+
+
+def read_case(path: Path) -> Case:
+    doc = yaml.safe_load(path.read_text()) or {}
+    text = str(doc.get("description", "")).strip()
+    # Paragraphs: a folded description (`>-`) keeps one newline between them, a literal one (`|`) a blank line.
+    paragraphs = [" ".join(p.split()) for p in re.split(r"\n\s*\n" if re.search(r"\n\s*\n", text) else r"\n", text)]
+    head = _HEAD.match(paragraphs[0]) if paragraphs[0] else None
+    if head is None:
+        raise SuiteError(f"{path}: description: expected `KafkaTestClass.testMethod: the rule.` first, got {paragraphs[0][:80]!r}")
+    if doc.get("name") != path.stem:
+        raise SuiteError(f"{path}: name: expected {path.stem!r} (the file's stem), got {doc.get('name')!r}")
+    rule = head.group("rule").strip()
+    difference = next((p[len(_DIFFERS):].strip() for p in paragraphs[1:] if p.startswith(_DIFFERS)), None)
+    return Case(path.stem, path, head.group("cls"), head.group("method"), rule, difference)
+
+
+def cases(suite_dir: Path = SUITE_DIR) -> list[Case]:
+    """Every case of the suite, ordered by Kafka test class, then file name."""
+    found = [read_case(p) for p in sorted(suite_dir.glob("*.yaml")) if p != suite_dir / INEXPRESSIBLE.name]
+    return sorted(found, key=lambda c: (c.kafka_class, c.name))
+
+
+def inexpressible(path: Path = INEXPRESSIBLE) -> list[dict[str, str]]:
+    """The Kafka test cases no scenario can express yet: [{test, missing}]."""
+    if not path.exists():
+        return []
+    return list(yaml.safe_load(path.read_text()) or [])
+
+
+def run_case(case: Case, runtime: str, out_root: Path) -> tuple[str, str]:
+    """Run a case; (AGREES or DIFFERS, the first failure or violation, if any)."""
+    from kraftlab.runner import run_scenario
+    from workloads.scenario.loading import load_scenario
+
+    scenario, _ = load_scenario(str(case.path), runtime=runtime)
+    summary = run_scenario(scenario, source=str(case.path), out_dir=out_root / f"{case.name}-{runtime}").summary
+    if summary["ok"]:
+        return AGREES, ""
+    if summary["failures"]:
+        f = summary["failures"][0]
+        return DIFFERS, f"step {f['step']} ({f['kind']}): {f['detail']}"
+    names = sorted({v["invariant"] for v in summary["violations"] + summary["epilogue_violations"]})
+    return DIFFERS, f"violations {names}, expected {summary['expect_violations']}"
+
+
+def recorded_results(table: Path = TABLE) -> dict[str, dict[str, str]]:
+    """The results the table holds: {scenario: {"sim": ..., "ray": ...}}."""
+    out: dict[str, dict[str, str]] = {}
+    if not table.exists():
+        return out
+    for line in table.read_text().splitlines():
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
+        if len(cells) == 5 and cells[2].startswith("[`"):
+            name = cells[2][2:cells[2].index("`]")]
+            out[name] = {"sim": cells[3], "ray": cells[4]}
+    return out
+
+
+def render(all_cases: Iterable[Case], results: dict[str, dict[str, str]], missing: list[dict[str, str]]) -> str:
+    """docs/conformance.md: the table, the differences on purpose and the inexpressible cases."""
+    all_cases = list(all_cases)
+    sim = [results.get(c.name, {}).get("sim", NOT_RUN) for c in all_cases]
+    ray = [results.get(c.name, {}).get("ray", NOT_RUN) for c in all_cases]
+    lines = [
+        "# Conformance: Kafka's own tests",
+        "",
+        "<!-- Generated by `make conformance` (python -m kraftlab.conformance) from workloads/conformance/. Do not edit. -->",
+        "",
+        "Each row is a test case of Apache Kafka's test suite, translated into a scenario file of",
+        "`workloads/conformance/`: its steps reach the test's starting state, its expectations are what",
+        "Kafka's test asserts. *agrees*: the scenario passes (kraftlab does what Kafka's test asserts);",
+        "*differs*: it does not. Every case that differs is a difference on purpose, explained below.",
+        "Run one with `kraftlab run workloads/conformance/NAME.yaml`.",
+        "",
+        f"{len(all_cases)} cases: in the simulator {sim.count(AGREES)} agree and {sim.count(DIFFERS)} differ; "
+        f"on Ray {ray.count(AGREES)} agree and {ray.count(DIFFERS)} differ"
+        + (f" ({ray.count(NOT_RUN)} not run)." if NOT_RUN in ray else "."),
+        "",
+        "| Kafka test | Rule | Scenario | Simulator | Ray |",
+        "|---|---|---|---|---|",
+    ]
+    for c, s, r in zip(all_cases, sim, ray, strict=True):
+        rule = c.rule.replace("|", "\\|")
+        lines.append(f"| `{c.kafka_name}` | {rule} | [`{c.name}`](../workloads/conformance/{c.name}.yaml) | {s} | {r} |")
+    lines += ["", "## Differences on purpose", ""]
+    differing = [c for c in all_cases if c.difference]
+    lines += [f"- `{c.kafka_name}` ([`{c.name}`](../workloads/conformance/{c.name}.yaml)): {c.difference}" for c in differing] or ["None."]
+    lines += ["", "## Test cases that cannot be expressed yet", ""]
+    lines += [f"- `{m['test']}`: {m['missing']}" for m in missing] or ["None."]
+    return "\n".join(lines) + "\n"
+
+
+def generate(run_ray: bool, progress: Callable[[str], None] = lambda _: None) -> str:
+    all_cases = cases()
+    kept = recorded_results()
+    results: dict[str, dict[str, str]] = {}
+    with tempfile.TemporaryDirectory(prefix="kraftlab-conformance-") as tmp:
+        for case in all_cases:
+            sim, why = run_case(case, "sim", Path(tmp))
+            progress(f"{case.name}: sim {sim} {why}")
+            if run_ray:
+                ray, why = run_case(case, "ray", Path(tmp))
+                progress(f"{case.name}: ray {ray} {why}")
+            else:
+                ray = kept.get(case.name, {}).get("ray", NOT_RUN)
+            results[case.name] = {"sim": sim, "ray": ray}
+    return render(all_cases, results, inexpressible())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kraftlab.conformance", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ray", action="store_true", help="also run every case on an embedded local Ray (slow)")
+    args = parser.parse_args(argv)
+    text = generate(args.ray, progress=lambda line: print(line, file=sys.stderr))
+    TABLE.write_text(text)
+    print(f"wrote {TABLE.relative_to(ROOT)}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
