@@ -338,24 +338,29 @@ class Controller:
 
     def _controlled_shutdown(self, b: BrokerRegistration, now_ms: float, out: Output) -> bool:
         """Whether a broker asking to shut down may go now (Kafka's BrokerHeartbeatManager
-        .calculateNextBrokerState). A fenced broker, or one that leads nothing, goes at once. One
-        that leads enters controlled shutdown: its leaderships move and it leaves every ISR; it may
+        .calculateNextBrokerState). A fenced broker goes at once; one that leads nothing is fenced
+        and goes at once. One that leads enters controlled shutdown: its leaderships move and it leaves every ISR; it may
         go on a later heartbeat, once it leads nothing and every active broker has applied the
         metadata up to the records that moved them (`lowestActiveOffset`), so that no partition
         is left with a leader nobody knows yet. The registration keeps `in_controlled_shutdown`
         until the broker registers again."""
         if b.fenced:
             return True
+
         def leads() -> bool:
             return any(p.leader == b.broker_id for p in self.working.partitions.values())
+
         if not b.in_controlled_shutdown:
-            had_leaderships = leads()
+            if not leads():
+                # UNFENCED -> SHUTDOWN_NOW: fenced at once (handleBrokerFenced), never flagged.
+                out.emit(BrokerFenced(b.broker_id, b.epoch, "controlled_shutdown"))
+                self._fence(b, now_ms, out)
+                return True
             self._propose([BrokerRegistrationChangeRecord(b.broker_id, b.epoch, in_controlled_shutdown=True)], now_ms, out)
             self._remove_broker_everywhere(b.broker_id, "controlled_shutdown", now_ms, out)
-            if had_leaderships:
-                self.controlled_shutdown_offsets[b.broker_id] = self._next_offset() - 1
-                return False
-        elif leads() or self.controlled_shutdown_offsets.get(b.broker_id, -1) >= self._lowest_active_offset():
+            self.controlled_shutdown_offsets[b.broker_id] = self._next_offset() - 1
+            return False
+        if leads() or self.controlled_shutdown_offsets.get(b.broker_id, -1) >= self._lowest_active_offset():
             return False
         self.controlled_shutdown_offsets.pop(b.broker_id, None)
         self._propose([BrokerRegistrationChangeRecord(b.broker_id, b.epoch, fenced=True)], now_ms, out)

@@ -204,7 +204,9 @@ def _elect(part, replicas, isr, elr, active, election, policy):
             # kind "elr" (Kafka's "using ELR", PartitionChangeBuilder.tryElection).
             return b, [b], [x for x in elr if x != b], "elr"
         return b, isr, elr, "preferred" if election == "preferred" and b == preferred else "clean"
-    if election == "unclean" or policy.unclean_leader_election:
+    # Kafka's ONLINE election of a topic that allows unclean elections is made UNCLEAN by its
+    # callers (generateLeaderAndIsrUpdates); a preferred election never is (electPreferredLeader).
+    if election == "unclean" or (election == "clean" and policy.unclean_leader_election):
         for b in replicas:
             if active(b):
                 return b, [b], [], "unclean"

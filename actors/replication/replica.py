@@ -346,18 +346,31 @@ class PartitionReplica:
     def maybe_advance_high_watermark(self, now_ms: float, out: Output) -> bool:
         """§6.5.4: HWM = the smallest LEO among the replication quorum (the leader's own included),
         and only while the committed ISR has at least the effective MinISR members
-        (`strict_min_isr`, Kafka >= 3.7)."""
+        (`strict_min_isr`, Kafka >= 3.7). Kafka's Partition.maybeIncrementLeaderHW also waits for a
+        follower outside the quorum that is caught up (at the leader's log end, or within
+        replica.lag.time.max.ms of it) and eligible to join the ISR (`shouldWaitForReplicaToJoinIsr`):
+        it is about to join, and records it lacks would be committed without it
+        (PartitionTest.testHighWatermarkIncreasesWithFencedOrShutdownFollower)."""
         if not self.is_leader:
             return False
         self._maybe_report_quorum(out)
         if self.env.settings.protocol.strict_min_isr and len(self.isr) < self.min_isr():
             return False
         me = self.env.broker_id
-        new = min(self.own_end(), self.log.end_offset)
-        for b in self.replication_quorum():
+        leader_end = self.log.end_offset
+        new = min(self.own_end(), leader_end)
+        quorum = self.replication_quorum()
+        for b in quorum:
             if b != me:
                 f = self.followers.get(b)
                 new = min(new, f.leo if f is not None else -1)
+        # Both rules came with the Maximal ISR's Kafka: `maximal_isr: false` restores the HWM of
+        # before them (§6.5.2's example, which loses acknowledged records).
+        lag = self.env.settings.config.replica_lag_time_max_ms
+        for b, f in self.followers.items() if self.env.settings.protocol.maximal_isr else ():
+            if (b not in quorum and 0 <= f.leo < new and f.fetch_epoch == self.leader_epoch
+                    and (f.leo == leader_end or now_ms - f.last_caught_up_ms <= lag) and self._isr_eligible(b, f)):
+                new = f.leo
         if new <= self.hwm:
             return False
         self.hwm = new

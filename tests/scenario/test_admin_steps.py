@@ -183,3 +183,24 @@ def test_the_automatic_leader_rebalance_gives_the_preferred_replica_its_leadersh
           - expect: {{partition: t-0, leader: {leader}, preferred_leader: 1}}
         """)
     assert_ok(summary)
+
+
+@pytest.mark.parametrize("step, key, words", [
+    ("elect: {partition: t-0, expect_error: not_a_name}", "steps[0].elect.expect_error", "pattern"),
+    ("shutdown: {node: b1, wait: maybe}", "steps[0].shutdown.ShutdownArgs.wait", "boolean"),
+    ("create_partitions: {topic: t, count: 0}", "steps[0].create_partitions.count", "greater than 0"),
+    ("create_topic: {name: u, assignment: {0: [1, 9]}}", "steps[0].create_topic.assignment.0", "broker 9 does not exist"),
+    ("expect: {partition: t-0, recovery_state: FINE}", "steps[0].expect.recovery_state", "'RECOVERED' or 'RECOVERING'"),
+    ("expect: {broker: 1, in_controlled_shutdown: 1}", "steps[0].expect.in_controlled_shutdown", "boolean"),
+])
+def test_bad_input_to_the_new_steps_and_keys_names_the_key(tmp_path, step, key, words):
+    with pytest.raises(ScenarioError) as refused:
+        run_yaml(tmp_path, f"""
+            name: bad
+            cluster: {{brokers: 3}}
+            topics: [{{name: t}}]
+            steps:
+              - {step}
+            """)
+    text = str(refused.value)
+    assert key in text and words in text, text
