@@ -15,7 +15,7 @@ States: Unattached, Prospective, Candidate, Leader, Follower, Resigned. Transiti
     Follower    -> Unattached (higher epoch), Prospective (fetch timeout),
                    Follower (leader at a larger epoch)
     Resigned    -> Unattached (epoch + 1 after the election timeout, or a higher epoch),
-                   Follower (leader at a larger epoch)
+                   Follower (leader at a larger epoch), Prospective (a sole voter, at start-up)
 
 Without Pre-Vote (`prevote: false`) the KIP-595 transitions apply instead: the timeouts lead
 straight to Candidate (epoch + 1), which is what lets a partitioned voter inflate its epoch.
@@ -52,7 +52,10 @@ _WITH_PREVOTE = {
     C: {U, P, L, F},
     L: {U, R, F},
     F: {U, P, F},
-    R: {U, F},
+    # Resigned -> Prospective: only a sole voter restarting from its own leadership (Kafka's
+    # KafkaRaftClient.initialize calls transitionToProspective for an only voter that is Resigned;
+    # QuorumState.transitionToProspective refuses only a Leader or a Prospective).
+    R: {U, P, F},
 }
 _WITHOUT_PREVOTE = {
     U: {U, C, F},
@@ -171,9 +174,12 @@ class QuorumState:
     # --- initialisation ---------------------------------------------------------------------
 
     def initialize(self, stored: ElectionState | None, log_last_epoch: int, now_ms: float) -> None:
-        """At start-up, from the persisted election state. A node that was leader comes back
-        Resigned (KIP-996); one that had voted stays Unattached with its vote; one that knew a
-        leader comes back its Follower (not yet having fetched)."""
+        """At start-up, from the persisted election state, in the order of Kafka's
+        QuorumState.initialize: a node that was leader comes back Resigned (KIP-996); one that
+        had voted for itself (a Candidate) comes back a Candidate of the same epoch, its own vote
+        granted, and resumes that election (`election.isVotedCandidate(local)`); one that knew a
+        leader comes back its Follower (not yet having fetched); any other stays Unattached with
+        its vote. (A sole voter then goes on to lead at once: RaftNode.start.)"""
         stored = stored or ElectionState()
         if log_last_epoch > stored.epoch:  # the quorum-state file is behind the log (lost write)
             stored = ElectionState(log_last_epoch)
@@ -183,6 +189,14 @@ class QuorumState:
             return
         if stored.leader == self.local:
             self.state = R
+            self.election_deadline_ms = now_ms + self.random_election_timeout_ms()
+        elif stored.voted == self.local:
+            # Kafka checks isVotedCandidate before hasLeader: a voter that voted for itself and
+            # then followed another leader of that epoch also restarts as Candidate; the answers
+            # to its vote requests name that leader and it follows again.
+            self.state = C
+            self.leader = None
+            self.granted = {self.local}
             self.election_deadline_ms = now_ms + self.random_election_timeout_ms()
         elif stored.leader is not None and stored.leader in self.voters:
             self.state = F

@@ -132,6 +132,10 @@ class RaftNode:
         self.pending: list[Any] = []
         self.linger_deadline_ms: float | None = None
         self.elections_won = 0
+        # Prospective/Candidate: when the (pre-)vote request to each other voter was last sent. One
+        # left unanswered for request_timeout_ms is sent again (Kafka's maybeSendVoteRequests with
+        # RequestManager: a timed-out request makes the connection ready again).
+        self.vote_sent_at: dict[str, float] = {}
 
     # --- views ------------------------------------------------------------------------------
 
@@ -165,8 +169,21 @@ class RaftNode:
 
     def start(self, now_ms: float, out: Output) -> None:
         self._drain_transitions(out)
-        if self.quorum.state is RaftState.FOLLOWER:
+        q = self.quorum
+        if self.is_voter and len(self.voters) == 1 and q.state in (RaftState.UNATTACHED, RaftState.FOLLOWER, RaftState.RESIGNED):
+            # Kafka's KafkaRaftClient.initialize: "When there is only a single voter, become leader
+            # immediately" -- Prospective, whose own pre-vote is a majority, then Candidate of
+            # epoch + 1, whose own vote is one too, then Leader; no election timeout is waited for.
+            self._start_election(now_ms, out)
+        elif q.state is RaftState.CANDIDATE:
+            # Restarted as the Candidate it was (QuorumState.initialize): resume the election of
+            # the same epoch (KafkaRaftClient.initialize -> onBecomeCandidate, then pollCandidate
+            # sends the vote requests).
+            self._request_votes(pre_vote=False, now_ms=now_ms, out=out)
+            self._maybe_win_election(now_ms, out)
+        elif q.state is RaftState.FOLLOWER:
             self._send_fetch(now_ms, out)
+        self._drain_transitions(out)
 
     def next_deadline(self) -> float | None:
         q = self.quorum
@@ -178,6 +195,9 @@ class RaftNode:
             self.linger_deadline_ms,
             self.begin_quorum_epoch_at_ms,
         ]
+        retry = self._vote_retry_at()
+        if retry is not None:
+            candidates.append(retry)
         fetching = q.state is RaftState.FOLLOWER or not self.is_voter
         if fetching and self.fetch_in_flight_since is not None:
             candidates.append(self.fetch_in_flight_since + self.config.request_timeout_ms)
@@ -207,9 +227,13 @@ class RaftNode:
         elif s is RaftState.CANDIDATE:
             if q.backoff_until_ms is not None and now_ms >= q.backoff_until_ms or q.election_deadline_ms is not None and now_ms >= q.election_deadline_ms:
                 self._start_election(now_ms, out)
+            else:
+                self._resend_vote_requests(now_ms, out)
         elif s is RaftState.PROSPECTIVE:
             if q.election_deadline_ms is not None and now_ms >= q.election_deadline_ms:
                 self._lose_prevote(now_ms, out)
+            else:
+                self._resend_vote_requests(now_ms, out)
         elif s is RaftState.RESIGNED:
             if q.election_deadline_ms is not None and now_ms >= q.election_deadline_ms:
                 if self.config.prevote:
@@ -270,21 +294,56 @@ class RaftNode:
     def _start_election(self, now_ms: float, out: Output) -> None:
         if self.config.prevote:
             self.quorum.become_prospective(now_ms)
-            self._request_votes(pre_vote=True, out=out)
+            self._request_votes(pre_vote=True, now_ms=now_ms, out=out)
             self._maybe_win_prevote(now_ms, out)
         else:
             self._become_candidate(now_ms, out)
 
     def _become_candidate(self, now_ms: float, out: Output) -> None:
         self.quorum.become_candidate(now_ms, out)
-        self._request_votes(pre_vote=False, out=out)
+        self._request_votes(pre_vote=False, now_ms=now_ms, out=out)
         self._maybe_win_election(now_ms, out)
 
-    def _request_votes(self, *, pre_vote: bool, out: Output) -> None:
+    def _request_votes(self, *, pre_vote: bool, now_ms: float, out: Output) -> None:
+        """A new election round (Prospective or Candidate): ask every other voter, forgetting the
+        requests of the previous round (Kafka's resetConnections on becoming a nominee)."""
+        self.vote_sent_at = {}
+        self._send_vote_requests(self._others(), pre_vote, now_ms, out)
+
+    def _send_vote_requests(self, voters: list[str], pre_vote: bool, now_ms: float, out: Output) -> None:
         q = self.quorum
         req = VoteRequest(q.epoch, self.local, self.log.last_epoch, self.log.end_offset, pre_vote)
-        for voter in self._others():
+        for voter in voters:
+            self.vote_sent_at[voter] = now_ms
             self._send(out, voter, req, durable=not pre_vote)
+
+    def _awaiting_votes(self) -> bool:
+        """Whether this node still asks for votes: a Prospective, or a Candidate that has not lost
+        (Kafka's maybeSendVoteRequests: "as long as we still have a chance to win the election")."""
+        q = self.quorum
+        return q.state is RaftState.PROSPECTIVE or (q.state is RaftState.CANDIDATE and q.backoff_until_ms is None)
+
+    def _unanswered_voters(self) -> list[str]:
+        q = self.quorum
+        return [v for v in self._others() if v not in q.granted and v not in q.rejected and v in self.vote_sent_at]
+
+    def _vote_retry_at(self) -> float | None:
+        if not self._awaiting_votes():
+            return None
+        pending = [self.vote_sent_at[v] for v in self._unanswered_voters()]
+        return min(pending) + self.config.request_timeout_ms if pending else None
+
+    def _resend_vote_requests(self, now_ms: float, out: Output) -> None:
+        """Send the (pre-)vote request again to every voter whose answer has not come within
+        controller.quorum.request.timeout.ms: the request or its answer was lost (Kafka's
+        RequestManager.ConnectionState.hasRequestTimedOut makes the voter ready again, and
+        pollProspective/pollCandidate -> maybeSendVoteRequests re-sends to the unrecorded voters
+        while the election timeout runs)."""
+        if not self._awaiting_votes():
+            return
+        due = [v for v in self._unanswered_voters() if now_ms >= self.vote_sent_at[v] + self.config.request_timeout_ms]
+        if due:
+            self._send_vote_requests(due, self.quorum.state is RaftState.PROSPECTIVE, now_ms, out)
 
     def _on_vote_request(self, src: str, req: VoteRequest, now_ms: float, out: Output) -> None:
         q = self.quorum

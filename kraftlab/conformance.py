@@ -6,9 +6,10 @@ Each file's description starts with the Kafka test it translates and the rule it
     PartitionChangeBuilderTest.testElectLastKnownLeader: <the rule, in one sentence>
 
 Its steps reach the test's starting state and its expectations are what Kafka's test asserts.
-Where kraftlab differs from Kafka on purpose (a protocol switch, a documented simplification), the
-description says so in a paragraph of its own starting with "Differs on purpose:"; such a case is
-expected to fail, and the table shows it. Test cases that no scenario can express yet are listed in
+Where kraftlab differs from Kafka, the description says why in a paragraph of its own, starting
+with "Differs on purpose:" (a choice: the reference documents' rule, a protocol switch) or "Not
+modelled yet:" (a simplification, named with what modelling it needs); such a case is expected to
+fail, and the table shows it. Test cases that no scenario can express yet are listed in
 workloads/conformance/inexpressible.yaml with what is missing.
 
 The table is generated (`make conformance`, or `python -m kraftlab.conformance`): the simulator's
@@ -39,7 +40,7 @@ AGREES = "agrees"
 DIFFERS = "differs"
 NOT_RUN = "not run"
 _HEAD = re.compile(r"^\s*(?P<cls>[A-Z]\w*Test)\.(?P<method>\w+):\s*(?P<rule>.+)$", re.S)
-_DIFFERS = "Differs on purpose:"
+_DIFFERS = ("Differs on purpose:", "Not modelled yet:")
 
 
 class SuiteError(ValueError):
@@ -53,7 +54,7 @@ class Case:
     kafka_class: str
     kafka_test: str
     rule: str  # one sentence
-    difference: str | None  # why kraftlab differs on purpose, or None
+    difference: str | None  # why kraftlab differs ("Differs on purpose: ..." or "Not modelled yet: ..."), or None
 
     @property
     def kafka_name(self) -> str:
@@ -76,7 +77,7 @@ def read_case(path: Path) -> Case:
     if doc.get("name") != path.stem:
         raise SuiteError(f"{path}: name: expected {path.stem!r} (the file's stem), got {doc.get('name')!r}")
     rule = head.group("rule").strip()
-    difference = next((p[len(_DIFFERS):].strip() for p in paragraphs[1:] if p.startswith(_DIFFERS)), None)
+    difference = next((p for p in paragraphs[1:] if p.startswith(_DIFFERS)), None)
     return Case(path.stem, path, head.group("cls"), head.group("method"), rule, difference)
 
 
@@ -141,7 +142,8 @@ def render(all_cases: Iterable[Case], results: dict[str, dict[str, str]], missin
         "Each row is a test case of Apache Kafka's test suite, translated into a scenario file of",
         "`workloads/conformance/`: its steps reach the test's starting state, its expectations are what",
         "Kafka's test asserts. *agrees*: the scenario passes (kraftlab does what Kafka's test asserts);",
-        "*differs*: it does not. Every case that differs is a difference on purpose, explained below.",
+        "*differs*: it does not. Every case that differs is explained below: a difference on purpose, or",
+        "what kraftlab does not model yet.",
         "Run one with `kraftlab run workloads/conformance/NAME.yaml`.",
         "",
         f"{len(all_cases)} cases: in the simulator {sim.count(AGREES)} agree and {sim.count(DIFFERS)} differ; "
@@ -154,7 +156,7 @@ def render(all_cases: Iterable[Case], results: dict[str, dict[str, str]], missin
     for c, s, r in zip(all_cases, sim, ray, strict=True):
         rule = c.rule.replace("|", "\\|")
         lines.append(f"| `{c.kafka_name}` | {rule} | [`{c.name}`](../workloads/conformance/{c.name}.yaml) | {s} | {r} |")
-    lines += ["", "## Differences on purpose", ""]
+    lines += ["", "## Differences", ""]
     differing = [c for c in all_cases if c.difference]
     lines += [f"- `{c.kafka_name}` ([`{c.name}`](../workloads/conformance/{c.name}.yaml)): {c.difference}" for c in differing] or ["None."]
     lines += ["", "## Test cases that cannot be expressed yet", ""]

@@ -131,7 +131,9 @@ class QuorumChecks:
 
     def _on_state(self, v: VoterMirror, rec: EventRecord) -> None:
         ev = rec.event
-        if self.prevote and ev.state == "candidate" and ev.from_state != "prospective":
+        # A voter restarting from the stored vote it gave itself resumes its candidacy in the same
+        # epoch (Kafka's QuorumState.initialize): no new epoch, so no election without pre-votes.
+        if self.prevote and ev.state == "candidate" and ev.from_state not in ("prospective", "start"):
             self._found.setdefault("OnlyProspectiveToCandidate", f"{rec.node} became Candidate from {ev.from_state} in epoch {ev.epoch}")
         v.state, v.epoch = ev.state, ev.epoch
         if ev.state != "leader":

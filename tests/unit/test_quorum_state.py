@@ -162,6 +162,23 @@ def test_a_restarted_voter_keeps_its_vote_and_its_leader():
     assert (q.state, q.leader, q.has_fetched_from_leader) == (RaftState.FOLLOWER, "c3", False)
 
 
+def test_a_restarted_voter_that_voted_for_itself_is_a_candidate_of_the_same_epoch():
+    # Kafka's QuorumState.initialize: election.isVotedCandidate(local) -> CandidateState(epoch).
+    q = state(stored=ElectionState(7, "c1", None))
+    assert (q.state, q.epoch, q.voted, q.leader, q.granted) == (RaftState.CANDIDATE, 7, "c1", None, {"c1"})
+    assert q.election_deadline_ms is not None
+    assert q.transitions == [("start", "candidate", 7)]
+
+
+def test_a_sole_resigned_voter_may_become_prospective():
+    # KafkaRaftClient.initialize: an only voter that is Resigned transitions to Prospective.
+    q = QuorumState("c1", ("c1",), is_voter=True, prevote=True, timing=Timing(1000, 2000, 1000), rng=random.Random(1))
+    q.initialize(ElectionState(2, "c1", "c1"), log_last_epoch=0, now_ms=0)
+    assert q.state is RaftState.RESIGNED
+    q.become_prospective(0)
+    assert (q.state, q.epoch) == (RaftState.PROSPECTIVE, 2)
+
+
 def test_the_log_epoch_wins_over_a_stale_quorum_state_file():
     q = QuorumState("c1", VOTERS, is_voter=True, prevote=True, timing=Timing(1000, 2000, 1000), rng=random.Random(1))
     q.initialize(ElectionState(3), log_last_epoch=5, now_ms=0)
