@@ -9,7 +9,9 @@ Its steps reach the test's starting state and its expectations are what Kafka's 
 Where kraftlab differs from Kafka, the description says why in a paragraph of its own, starting
 with "Differs on purpose:" (a choice: the reference documents' rule, a protocol switch) or "Not
 modelled yet:" (a simplification, named with what modelling it needs); such a case is expected to
-fail, and the table shows it. Test cases that no scenario can express yet are listed in
+fail, and the table shows it. A case whose steps need the simulator's exact timing (a state held
+for milliseconds, which real time on Ray does not hold) says so in a paragraph starting with "On
+Ray:"; it is expected to fail there only. Test cases that no scenario can express yet are listed in
 workloads/conformance/inexpressible.yaml with what is missing.
 
 The table is generated (`make conformance`, or `python -m kraftlab.conformance`): the simulator's
@@ -41,6 +43,7 @@ DIFFERS = "differs"
 NOT_RUN = "not run"
 _HEAD = re.compile(r"^\s*(?P<cls>[A-Z]\w*Test)\.(?P<method>\w+):\s*(?P<rule>.+)$", re.S)
 _DIFFERS = ("Differs on purpose:", "Not modelled yet:")
+_ON_RAY = "On Ray:"
 
 
 class SuiteError(ValueError):
@@ -55,6 +58,7 @@ class Case:
     kafka_test: str
     rule: str  # one sentence
     difference: str | None  # why kraftlab differs ("Differs on purpose: ..." or "Not modelled yet: ..."), or None
+    ray_note: str | None = None  # why the case cannot pass on Ray's real time ("On Ray: ..."), or None
 
     @property
     def kafka_name(self) -> str:
@@ -64,6 +68,10 @@ class Case:
     def expected(self) -> str:
         """The result the case should have: a documented difference fails on purpose."""
         return DIFFERS if self.difference else AGREES
+
+    @property
+    def expected_on_ray(self) -> str:
+        return DIFFERS if self.difference or self.ray_note else AGREES
 
 
 def read_case(path: Path) -> Case:
@@ -78,7 +86,8 @@ def read_case(path: Path) -> Case:
         raise SuiteError(f"{path}: name: expected {path.stem!r} (the file's stem), got {doc.get('name')!r}")
     rule = head.group("rule").strip()
     difference = next((p for p in paragraphs[1:] if p.startswith(_DIFFERS)), None)
-    return Case(path.stem, path, head.group("cls"), head.group("method"), rule, difference)
+    ray_note = next((p for p in paragraphs[1:] if p.startswith(_ON_RAY)), None)
+    return Case(path.stem, path, head.group("cls"), head.group("method"), rule, difference, ray_note)
 
 
 def cases(suite_dir: Path = SUITE_DIR) -> list[Case]:
@@ -157,8 +166,8 @@ def render(all_cases: Iterable[Case], results: dict[str, dict[str, str]], missin
         rule = c.rule.replace("|", "\\|")
         lines.append(f"| `{c.kafka_name}` | {rule} | [`{c.name}`](../workloads/conformance/{c.name}.yaml) | {s} | {r} |")
     lines += ["", "## Differences", ""]
-    differing = [c for c in all_cases if c.difference]
-    lines += [f"- `{c.kafka_name}` ([`{c.name}`](../workloads/conformance/{c.name}.yaml)): {c.difference}" for c in differing] or ["None."]
+    differing = [c for c in all_cases if c.difference or c.ray_note]
+    lines += [f"- `{c.kafka_name}` ([`{c.name}`](../workloads/conformance/{c.name}.yaml)): {c.difference or c.ray_note}" for c in differing] or ["None."]
     lines += ["", "## Test cases that cannot be expressed yet", ""]
     lines += [f"- `{m['test']}`: {m['missing']}" for m in missing] or ["None."]
     return "\n".join(lines) + "\n"

@@ -31,6 +31,8 @@ def test_the_description_names_the_test_the_rule_and_a_difference(tmp_path):
     assert case.difference == "Differs on purpose: kraftlab keeps rule 1 | of §6.7." and case.expected == conformance.DIFFERS
     later = conformance.read_case(write(tmp_path, CASE.replace("Differs on purpose:", "Not modelled yet:")))
     assert later.difference.startswith("Not modelled yet: ") and later.expected == conformance.DIFFERS
+    timing = conformance.read_case(write(tmp_path, CASE.replace("Differs on purpose:", "On Ray:")))
+    assert (timing.difference, timing.expected, timing.expected_on_ray) == (None, conformance.AGREES, conformance.DIFFERS)
 
 
 @pytest.mark.parametrize("text, words", [
