@@ -437,6 +437,10 @@ class ClusterProjection:
         r = self.replicas.get(ev.leader, {}).get(key)
         return r if r is not None and r.role == "leader" and r.leader_epoch == ev.leader_epoch else None
 
+    def partition_keys(self) -> list[Key]:
+        """Every partition the committed metadata has created, as (topic, partition)."""
+        return list(self._partitions)
+
     def partitions(self) -> dict[str, PartitionState]:
         """Every partition's state (the summary's `final`: O(partitions); a condition on one
         partition reads `partition` instead)."""

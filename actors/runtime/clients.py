@@ -141,7 +141,10 @@ class Clients:
         cluster = self.cluster
         for name in self.producers:
             cluster.invoke(name, lambda role, now: role.abandon(now))
+        # The scenario's topics, then every partition created while the run went on
+        # (`create_topic`, `create_partitions`), as the committed metadata tells them.
         partitions = [(t.name, p) for t in cluster.topics for p in range(t.partitions)]
+        partitions += sorted(set(self.view.partition_keys()) - set(partitions))
         if self.load_consumers:
             self._catch_up(partitions)
         if self.view.producers:

@@ -95,6 +95,9 @@ def test_topics_and_partitions_made_while_the_run_goes_on_take_records(tmp_path)
     assert_ok(summary)
     assert summary["stats"]["acked"] == 10 and summary["stats"]["acked_lost"] == 0
     assert {"u-0", "u-1", "t-2"} <= set(summary["final"]["partitions"])
+    # The epilogue's final read covers them too: their acknowledged records are neither lost nor unread.
+    read = {(r["topic"], r["partition"]) for r in rows if r["kind"] == "final_read_done"}
+    assert read == {("t", 0), ("t", 1), ("t", 2), ("u", 0), ("u", 1)}
 
 
 def test_a_new_reassignment_replaces_the_one_in_progress_and_a_cancel_goes_back(tmp_path):
