@@ -47,7 +47,6 @@ class PartitionState:
     adding_replicas: list[int] = field(default_factory=list)  # a reassignment in progress (§6.7)
     removing_replicas: list[int] = field(default_factory=list)
     preferred_leader: int | None = None  # the first replica in the assignment's order
-    exists: bool = True  # a state is only ever made for a partition that exists
 
     @classmethod
     def from_change(cls, ev: Any, hwm: Any) -> PartitionState:

@@ -13,9 +13,9 @@ from .scenario.condition_spec import BROKER_ATTRS, HISTORY_COUNTERS, PARTITION_A
 
 SET_VALUED = frozenset({"replicas", "isr", "elr", "last_known_elr", "adding_replicas", "removing_replicas"})
 # The subjects' attributes (contract.md, "Conditions") less those no metadata record holds: `hwm`
-# is the leader's and `alive` the process's, not the controller's, and are read from the cluster
-# as it is now.
-PARTITION_RECORD_KEYS = frozenset(PARTITION_ATTRS) - {"hwm"}
+# is the leader's and `alive` the process's, not the controller's, and `exists` is whether there is
+# a record at all; they are read from the cluster as it is now.
+PARTITION_RECORD_KEYS = frozenset(PARTITION_ATTRS) - {"hwm", "exists"}
 BROKER_RECORD_KEYS = frozenset(BROKER_ATTRS) - {"alive"}
 
 
@@ -29,7 +29,7 @@ def actual_values(cond: Condition, view: ClusterView) -> dict[str, Any]:
         elif cond.partition is not None:
             state = view.partition(cond.partition)
             if key == "exists":
-                out[key] = state is not None and state.exists  # the history says when it was created
+                out[key] = state is not None  # a partition has a state once the metadata created it
             else:
                 out[key] = UNKNOWN if state is None else getattr(state, key)
         elif cond.replica is not None:

@@ -15,6 +15,7 @@ from observability import events
 from observability.states import UNKNOWN
 
 from .conditions import actual_values, describe_subject, holds, matches, mismatches, reported_from_now
+from .drivers import topic_settings
 from .scenario.names import split_partition_ref
 from .scenario.schema import Scenario
 from .scenario.step_spec import (
@@ -173,8 +174,6 @@ def protocol_command(kind: str, args: Any) -> api.ProtocolCommand:
         case "alter_config":
             return api.AlterConfig(args.topic, dict(args.config), args.expect_error)
         case "create_topic":
-            from .drivers import topic_settings
-
             return api.CreateTopic(topic_settings(args), args.expect_error)
         case "create_partitions":
             assignment = None if args.assignment is None else {p: list(r) for p, r in args.assignment.items()}
