@@ -18,7 +18,7 @@ demo: $(STAMP)
 	$(BIN)/kraftlab demo
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup tests
+	$(BIN)/python -m pytest -q -n 2 --dist loadscope tests
 
 bench: $(STAMP)
 	$(BIN)/python bench/sim_throughput.py
