@@ -30,7 +30,7 @@ from actors.replication.messages import (
 from actors.replication.replica_manager import ReplicaManager
 from actors.settings import ClusterSettings
 from controller_quorum.messages import LogEntry
-from controller_quorum.metadata import MetadataImage, PartitionRecord
+from controller_quorum.metadata import MetadataImage, PartitionRecord, RemoveTopicRecord
 from controller_quorum.partition_change import topic_min_isr
 from controller_quorum.raft import RaftNode
 from controller_quorum.requests import (
@@ -69,6 +69,8 @@ class MetadataFollower:
 
     def on_commit(self, entries: list[LogEntry], now_ms: float, out: Output) -> None:
         for e in entries:
+            if isinstance(e.record, RemoveTopicRecord):
+                self.changed.update(dict.fromkeys(k for k in self.image.partitions if k[0] == e.record.name))
             self.image.apply(e.offset, e.record)
             if isinstance(e.record, PartitionRecord):
                 self.changed[(e.record.topic, e.record.partition)] = None
@@ -147,12 +149,18 @@ class BrokerNode:
             if self.epoch is None or md.image.offset <= self.epoch:
                 return
             self.serving = True
-            md.changed = dict.fromkeys(sorted(md.image.partitions))
+            # Every partition, and every replica recovered from disk: one whose topic was deleted
+            # while this broker was down is a stray log, deleted (Kafka's LogManager at start-up).
+            md.changed = dict.fromkeys(sorted(md.image.partitions.keys() | self.data_plane.replicas.keys()))
             out.emit(DataPlaneServing(self.epoch, md.image.offset))
         if md.changed:
             changed, md.changed = md.changed, {}
             for key in changed:
-                self.data_plane.apply_partition(md.image.partitions[key], now_ms, out)
+                rec = md.image.partitions.get(key)
+                if rec is None:
+                    self.data_plane.remove_partition(key, out)
+                else:
+                    self.data_plane.apply_partition(rec, now_ms, out)
 
     def _controller(self) -> str | None:
         """The active controller is the metadata log's leader, as the observer last learned it."""

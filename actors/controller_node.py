@@ -1,6 +1,13 @@
 """The KRaft controller voter role (nodes c1..cM): a Raft node with the controller on top.
 
 The active controller is the Raft leader; every voter applies the committed metadata log.
+
+Shutdown is Kafka's: ControllerServer.shutdown first shuts the Raft client down gracefully
+(SharedServer.ensureNotRaftLeader -> KafkaRaftManager.shutdown -> KafkaRaftClientDriver, whose
+thread polls until KafkaRaftClient's GracefulShutdown ends) while the node still serves requests;
+only then does the process stop. So a leader keeps running Resigned until it knows the next leader
+or the shutdown timeout passes (RaftNode.begin_shutdown), and `StopProcess` is written by whichever
+handle or tick ends the Raft shutdown.
 """
 
 from __future__ import annotations
@@ -47,6 +54,9 @@ class ControllerNode:
         return self._finish(out)
 
     def _finish(self, out: Output) -> Output:
+        if self.raft.shutdown_outcome is not None:
+            out.write(StopProcess())
+            return out
         deadlines = [d for d in (self.raft.next_deadline(), self.controller.next_deadline()) if d is not None]
         out.next_deadline_ms = min(deadlines) if deadlines else None
         return out
@@ -54,10 +64,8 @@ class ControllerNode:
     def handle(self, envelope: Envelope, now_ms: float) -> Output:
         out = Output()
         if isinstance(envelope.payload, ShutdownRequested):
-            self.raft.resign_for_shutdown(now_ms, out)
-            out.write(StopProcess())
-            return out
-        if not self.raft.handle(envelope, now_ms, out):
+            self.raft.begin_shutdown(now_ms, out)
+        elif not self.raft.handle(envelope, now_ms, out):
             self.controller.handle(envelope, now_ms, out)
         return self._finish(out)
 

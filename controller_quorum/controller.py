@@ -34,6 +34,7 @@ from observability.events import (
     ReassignmentStarted,
     RegistrationAccepted,
     TopicCreated,
+    TopicDeleted,
     UncleanRecoveryElected,
     UncleanRecoveryStarted,
 )
@@ -48,7 +49,9 @@ from .metadata import (
     MetadataImage,
     PartitionRecord,
     RegisterBrokerRecord,
+    RemoveTopicRecord,
     TopicRecord,
+    new_topic_id,
 )
 from .partition_change import ChangePolicy, change_partition, topic_min_isr, topic_setting
 from .placement import PlacementError, assign_replicas
@@ -146,12 +149,14 @@ class Controller:
         elif isinstance(rec, RegisterBrokerRecord | BrokerRegistrationChangeRecord):
             b = self.committed.brokers[rec.broker_id]
             out.emit(BrokerChange(b.broker_id, b.epoch, b.fenced, offset, b.in_controlled_shutdown))
+        elif isinstance(rec, RemoveTopicRecord):
+            out.emit(TopicDeleted(rec.name, rec.topic_id, offset))
 
     def _report_partition_committed(self, offset: int, rec: PartitionRecord, out: Output) -> None:
         """Count the election it records, if any, and report the committed state."""
         if rec.election in self.elections and rec.reason != "create":
             self.elections[rec.election] += 1
-            out.emit(Election(rec.topic, rec.partition, rec.leader, rec.leader_epoch, rec.election, offset))
+            out.emit(Election(rec.topic, rec.partition, rec.leader, rec.leader_epoch, rec.election, offset, self.committed.topics.get(rec.topic)))
         self._report_partition_state(offset, rec, out)
 
     def _report_partition_state(self, offset: int, rec: PartitionRecord, out: Output) -> None:
@@ -159,7 +164,7 @@ class Controller:
         out.emit(PartitionChange(
             rec.topic, rec.partition, rec.leader, rec.leader_epoch, rec.partition_epoch, tuple(rec.replicas), tuple(rec.isr),
             tuple(rec.elr), tuple(rec.last_known_elr), offset, len(rec.isr) < min_isr, min_isr, rec.leader_recovery_state, rec.reason,
-            tuple(rec.adding_replicas), tuple(rec.removing_replicas),
+            tuple(rec.adding_replicas), tuple(rec.removing_replicas), self.committed.topics.get(rec.topic),
         ))
 
     def on_become_leader(self, epoch: int, now_ms: float, out: Output) -> None:
@@ -433,6 +438,8 @@ class Controller:
         strategy = rec.strategy
         # Only partitions without a leader or under inquiry can start or drop one; taken in the
         # image's order (a scan of every partition at every change cost O(partitions)).
+        for key in [k for k in rec.inquiries if k not in w.partitions]:
+            del rec.inquiries[key]  # its topic was deleted
         candidates = rec.inquiries.keys() | w.leaderless.keys()
         for key in [k for k in w.partitions if k in candidates] if candidates else ():
             part = w.partitions[key]
@@ -568,11 +575,23 @@ class Controller:
         replicas, error = self._new_replicas(range(partitions), replication_factor, assignment)
         if error is not None:
             return error
-        records: list[Any] = [TopicRecord(name, self._next_offset())]
+        topic_id = new_topic_id(name, self._next_offset())
+        records: list[Any] = [TopicRecord(name, topic_id)]
         records += [ConfigRecord("topic", name, k, v) for k, v in config.items() if v is not None]
         records += [self._new_partition(name, p, reps) for p, reps in zip(range(partitions), replicas, strict=True)]
         self._propose(records, now_ms, out)
-        out.emit(TopicCreated(name, tuple(tuple(r) for r in replicas)))
+        out.emit(TopicCreated(name, tuple(tuple(r) for r in replicas), topic_id))
+        return None
+
+    def delete_topic(self, name: str, now_ms: float, out: Output) -> AdminError | None:
+        """DeleteTopics (Kafka's ReplicationControlManager.deleteTopic): one RemoveTopicRecord; the
+        brokers delete the topic's replicas when it commits."""
+        if not self.active:
+            return AdminError(NOT_CONTROLLER)
+        topic_id = self.working.topics.get(name)
+        if topic_id is None:
+            return AdminError(UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name}")
+        self._propose([RemoveTopicRecord(name, topic_id)], now_ms, out)
         return None
 
     def create_partitions(self, topic: str, count: int, assignment: dict[int, list[int]] | None, now_ms: float, out: Output) -> AdminError | None:

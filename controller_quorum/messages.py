@@ -65,6 +65,28 @@ class BeginQuorumEpoch:
 
 @pickled_by_fields
 @dataclass(frozen=True, slots=True)
+class EndQuorumEpoch:
+    """Sent by a resigned leader to every other voter until each acknowledges it (KafkaRaftClient
+    pollResigned): the leader of `epoch` gives it up. `preferred_successors` are the other voters by
+    the fetch offset the leader last saw from each, highest first
+    (LeaderState.nonLeaderVotersByDescendingFetchOffset); empty from a leader that restarted
+    Resigned, which saw no fetches (QuorumState.initialize)."""
+
+    epoch: int
+    leader: str
+    preferred_successors: tuple[str, ...]
+
+
+@pickled_by_fields
+@dataclass(frozen=True, slots=True)
+class EndQuorumEpochResponse:
+    epoch: int  # the receiver's epoch, with the leader it knows: a resigned leader behind learns it
+    leader: str | None
+    error: str | None  # None, or FENCED_LEADER_EPOCH for a request of an older epoch
+
+
+@pickled_by_fields
+@dataclass(frozen=True, slots=True)
 class FetchRequest:
     epoch: int  # the epoch the fetcher believes current
     replica: str

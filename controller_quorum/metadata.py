@@ -11,6 +11,8 @@ Broker epochs are the offsets of their RegisterBrokerRecord in the log, so they 
 
 from __future__ import annotations
 
+import base64
+import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -18,6 +20,18 @@ from storage.codec import record_type
 
 RECOVERED = "RECOVERED"
 RECOVERING = "RECOVERING"  # after an unclean election, until the new leader recovers (KIP-704)
+
+
+# The namespace of kraftlab's topic ids (uuid5): an id is a pure function of the topic's name and the
+# metadata offset of its TopicRecord, so a replay makes the same ids and a topic created again under
+# the same name (at a later offset) gets a new one.
+_TOPIC_ID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "kraftlab:topic")
+
+
+def new_topic_id(name: str, metadata_offset: int) -> str:
+    """A topic id in Kafka's printed form (Uuid.toString: 22 characters of URL-safe base64)."""
+    raw = uuid.uuid5(_TOPIC_ID_NAMESPACE, f"{name}@{metadata_offset}").bytes
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
 @record_type
@@ -42,7 +56,16 @@ class BrokerRegistrationChangeRecord:
 @dataclass(frozen=True, slots=True)
 class TopicRecord:
     name: str
-    topic_id: int
+    topic_id: str  # the topic's identity: a topic created again under the same name gets a new one
+
+
+@record_type
+@dataclass(frozen=True, slots=True)
+class RemoveTopicRecord:
+    """DeleteTopics (Kafka's RemoveTopicRecord): the topic, its partitions and its configs go."""
+
+    name: str
+    topic_id: str
 
 
 @record_type
@@ -112,7 +135,7 @@ class MetadataImage:
     record at a time."""
 
     brokers: dict[int, BrokerRegistration] = field(default_factory=dict)
-    topics: dict[str, int] = field(default_factory=dict)
+    topics: dict[str, str] = field(default_factory=dict)  # name -> topic id
     partitions: dict[tuple[str, int], PartitionRecord] = field(default_factory=dict)
     topic_configs: dict[str, dict[str, Any]] = field(default_factory=dict)
     cluster_config: dict[str, Any] = field(default_factory=dict)
@@ -149,6 +172,13 @@ class MetadataImage:
                 self.brokers[rec.broker_id] = b
         elif isinstance(rec, TopicRecord):
             self.topics[rec.name] = rec.topic_id
+        elif isinstance(rec, RemoveTopicRecord):
+            if self.topics.get(rec.name) == rec.topic_id:
+                del self.topics[rec.name]
+                self.topic_configs.pop(rec.name, None)
+                for key in [k for k in self.partitions if k[0] == rec.name]:
+                    del self.partitions[key]
+                    self.leaderless.pop(key, None)
         elif isinstance(rec, PartitionRecord):
             key = (rec.topic, rec.partition)
             self.partitions[key] = rec

@@ -15,6 +15,12 @@ Rules and where they come from:
   with the end of that epoch in its own log; the follower truncates there and fetches again.
 - Elections and Pre-Vote per kip-996-pre-vote.txt (see quorum_state.py); Check Quorum: a leader that
   has not heard from a majority within 1.5 x controller.quorum.fetch.timeout.ms resigns.
+- A leader that resigns (Check Quorum, shutdown, or a restart as Resigned) sends EndQuorumEpoch to
+  the other voters, ranked by fetch offset; a follower of it canvasses after the election backoff
+  for its rank instead of its fetch timeout, the first at once (KafkaRaftClient.pollResigned,
+  handleEndQuorumEpochRequest).
+- Graceful shutdown (KafkaRaftClient.shutdown): a leader resigns and keeps running, answering
+  votes, until it knows another leader or the shutdown timeout passes; a follower stops at once.
 """
 
 from __future__ import annotations
@@ -24,10 +30,12 @@ from typing import Any, Protocol
 
 from actors.contract import Envelope, Flush, FlushCompleted, Output, RandomSource
 from observability.events import (
+    RaftEndQuorumEpoch,
     RaftHighWatermark,
     RaftLeaderElected,
     RaftRecovered,
     RaftResign,
+    RaftShutdown,
     RaftStateChange,
     RaftTruncate,
     RaftVote,
@@ -38,6 +46,8 @@ from .messages import (
     NOT_LEADER,
     UNKNOWN_LEADER_EPOCH,
     BeginQuorumEpoch,
+    EndQuorumEpoch,
+    EndQuorumEpochResponse,
     FetchRequest,
     FetchResponse,
     LeaderChange,
@@ -63,6 +73,27 @@ class RaftConfig:
     prevote: bool = True
     check_quorum: bool = True
     raft_fsync: bool = True
+    # How long a graceful shutdown waits for another leader before stopping anyway: Kafka's
+    # KafkaRaftClientDriver.initiateShutdown calls KafkaRaftClient.shutdown(5000), a fixed value.
+    shutdown_timeout_ms: int = 5_000
+
+
+def strict_exponential_election_backoff_ms(position: int, successors: int, backoff_max_ms: int) -> int:
+    """KafkaRaftClient.strictExponentialElectionBackoffMs: the election backoff of the voter at
+    `position` among `successors` preferred successors. The first canvasses at once, the others
+    wait backoff_max >> (successors - 1), doubled for each place further down (capped at
+    backoff_max), so that the most up-to-date voter is asked for first; a voter not named waits the
+    whole backoff_max (controller.quorum.election.backoff.max.ms)."""
+    if position == 0:
+        return 0
+    if position < 0 or position >= successors:
+        return backoff_max_ms
+    base = backoff_max_ms >> (successors - 1)
+    return min(backoff_max_ms, base << (position - 1))
+
+
+def _due(deadline_ms: float | None, now_ms: float) -> bool:
+    return deadline_ms is not None and now_ms >= deadline_ms
 
 
 class RaftListener(Protocol):
@@ -136,6 +167,14 @@ class RaftNode:
         # left unanswered for request_timeout_ms is sent again (Kafka's maybeSendVoteRequests with
         # RequestManager: a timed-out request makes the connection ready again).
         self.vote_sent_at: dict[str, float] = {}
+        # Resigned: the successors named in its EndQuorumEpoch, and when that was last sent to each
+        # voter that has not acknowledged it (ResignedState.preferredSuccessors, unackedVoters).
+        self.preferred_successors: tuple[str, ...] = ()
+        self.end_quorum_sent_at: dict[str, float] = {}
+        # Graceful shutdown (KafkaRaftClient.GracefulShutdown): when it stops waiting for another
+        # leader (None: not shutting down), and how it ended ("completed", "timed_out"; None: not yet).
+        self.shutdown_deadline_ms: float | None = None
+        self.shutdown_outcome: str | None = None
 
     # --- views ------------------------------------------------------------------------------
 
@@ -183,18 +222,25 @@ class RaftNode:
             self._maybe_win_election(now_ms, out)
         elif q.state is RaftState.FOLLOWER:
             self._send_fetch(now_ms, out)
+        elif q.state is RaftState.RESIGNED:
+            # QuorumState.initialize: a leader restarts Resigned with no preferred successors (it
+            # saw no fetches), and pollResigned sends EndQuorumEpoch to every other voter all the same.
+            self._begin_end_quorum_epoch((), now_ms, out)
         self._drain_transitions(out)
 
     def next_deadline(self) -> float | None:
         q = self.quorum
         candidates = [
-            q.election_deadline_ms,
-            q.fetch_deadline_ms,
-            q.backoff_until_ms,
             self.check_quorum_deadline_ms,
             self.linger_deadline_ms,
             self.begin_quorum_epoch_at_ms,
+            self._end_quorum_retry_at(),
         ]
+        if self._shutting_down():
+            candidates.append(self.shutdown_deadline_ms)
+        else:
+            # A voter shutting down starts no election and leaves none by timing out (below, tick).
+            candidates += [q.election_deadline_ms, q.fetch_deadline_ms, q.backoff_until_ms]
         retry = self._vote_retry_at()
         if retry is not None:
             candidates.append(retry)
@@ -209,8 +255,15 @@ class RaftNode:
         return min(present) if present else None
 
     def tick(self, now_ms: float, out: Output) -> None:
+        # KafkaRaftClient.poll: maybeCompleteShutdown first; a finished shutdown polls nothing more.
+        if self._poll_shutdown(now_ms, out):
+            self._drain_transitions(out)
+            return
         q = self.quorum
         s = q.state
+        # KafkaRaftClient's poll<State> methods: while shutting down, a voter keeps asking for votes
+        # or repeating EndQuorumEpoch, but no timeout moves it to another state.
+        timeouts = not self._shutting_down()
         if s is RaftState.LEADER:
             if self.linger_deadline_ms is not None and now_ms >= self.linger_deadline_ms:
                 self._append_pending(now_ms, out)
@@ -225,24 +278,25 @@ class RaftNode:
             elif self.fetch_in_flight_since is not None and now_ms >= self.fetch_in_flight_since + self.config.request_timeout_ms:
                 self._send_fetch(now_ms, out)  # the request or its answer was lost: ask again
         elif s is RaftState.CANDIDATE:
-            if q.backoff_until_ms is not None and now_ms >= q.backoff_until_ms or q.election_deadline_ms is not None and now_ms >= q.election_deadline_ms:
+            if timeouts and (_due(q.backoff_until_ms, now_ms) or _due(q.election_deadline_ms, now_ms)):
                 self._start_election(now_ms, out)
             else:
                 self._resend_vote_requests(now_ms, out)
         elif s is RaftState.PROSPECTIVE:
-            if q.election_deadline_ms is not None and now_ms >= q.election_deadline_ms:
+            if timeouts and _due(q.election_deadline_ms, now_ms):
                 self._lose_prevote(now_ms, out)
             else:
                 self._resend_vote_requests(now_ms, out)
         elif s is RaftState.RESIGNED:
-            if q.election_deadline_ms is not None and now_ms >= q.election_deadline_ms:
+            self._resend_end_quorum_epoch(now_ms, out)
+            if timeouts and _due(q.election_deadline_ms, now_ms):
                 if self.config.prevote:
                     q.become_unattached(q.epoch + 1, now_ms, out)
                     q.election_deadline_ms = now_ms  # KIP-996: canvass at once
                 else:
                     self._become_candidate(now_ms, out)
         elif s is RaftState.UNATTACHED:
-            if self.is_voter and q.election_deadline_ms is not None and now_ms >= q.election_deadline_ms:
+            if timeouts and self.is_voter and _due(q.election_deadline_ms, now_ms):
                 self._start_election(now_ms, out)
         if not self.is_voter:
             self._observer_poll(now_ms, out)
@@ -263,10 +317,15 @@ class RaftNode:
             self._on_vote_response(env.src, p, now_ms, out)
         elif isinstance(p, BeginQuorumEpoch):
             self._maybe_transition(p.leader, p.epoch, now_ms, out)
+        elif isinstance(p, EndQuorumEpoch):
+            self._on_end_quorum_epoch(env.src, p, now_ms, out)
+        elif isinstance(p, EndQuorumEpochResponse):
+            self._on_end_quorum_epoch_response(env.src, p, now_ms, out)
         elif isinstance(p, FlushCompleted) and isinstance(p.token, _Flushed):
             self._on_leader_flushed(p.token.end, now_ms, out)
         else:
             return False
+        self._poll_shutdown(now_ms, out)  # the poll after a message (KafkaRaftClient.poll)
         self._drain_transitions(out)
         return True
 
@@ -447,9 +506,86 @@ class RaftNode:
         self.listener.on_lose_leadership(now_ms, out)
 
     def _resign(self, now_ms: float, out: Output, reason: str) -> None:
+        """KafkaRaftClient.pollLeader -> transitionToResigned(nonLeaderVotersByDescendingFetchOffset),
+        on Check Quorum or shutdown alike; pollResigned then sends EndQuorumEpoch."""
+        successors = self._voters_by_descending_fetch_offset()
         out.emit(RaftResign(self.quorum.epoch, reason))
         self._stop_leading(now_ms, out)
         self.quorum.become_resigned(now_ms)
+        self._begin_end_quorum_epoch(successors, now_ms, out)
+
+    def _voters_by_descending_fetch_offset(self) -> tuple[str, ...]:
+        """LeaderState.nonLeaderVotersByDescendingFetchOffset: the other voters by the fetch offset
+        this leader last saw from each in its epoch, highest first, then those it saw none from;
+        ties in voter id order (ReplicaState.compareTo; `voters` lists them by id)."""
+        rank = {v: i for i, v in enumerate(self.voters)}
+
+        def key(voter: str) -> tuple[bool, int, int]:
+            end = self.replica_end.get(voter)
+            return (end is None, -(end or 0), rank[voter])
+
+        return tuple(sorted(self._others(), key=key))
+
+    # --- EndQuorumEpoch -------------------------------------------------------------------------
+
+    def _begin_end_quorum_epoch(self, successors: tuple[str, ...], now_ms: float, out: Output) -> None:
+        """Become a Resigned leader that tells every other voter (ResignedState: all unacknowledged)."""
+        self.preferred_successors = successors
+        self.end_quorum_sent_at = {}
+        self._send_end_quorum_epoch(self._others(), now_ms, out)
+
+    def _send_end_quorum_epoch(self, voters: list[str], now_ms: float, out: Output) -> None:
+        req = EndQuorumEpoch(self.quorum.epoch, self.local, self.preferred_successors)
+        for voter in voters:
+            self.end_quorum_sent_at[voter] = now_ms
+            self._send(out, voter, req)
+
+    def _end_quorum_retry_at(self) -> float | None:
+        if self.quorum.state is not RaftState.RESIGNED or not self.end_quorum_sent_at:
+            return None
+        return min(self.end_quorum_sent_at.values()) + self.config.request_timeout_ms
+
+    def _resend_end_quorum_epoch(self, now_ms: float, out: Output) -> None:
+        """Send EndQuorumEpoch again to every voter that has not acknowledged it within
+        controller.quorum.request.timeout.ms (pollResigned -> maybeSendRequests to
+        ResignedState.unackedVoters; RequestManager makes a timed-out voter ready again)."""
+        due = [v for v, at in self.end_quorum_sent_at.items() if now_ms >= at + self.config.request_timeout_ms]
+        if due:
+            self._send_end_quorum_epoch(due, now_ms, out)
+
+    def _on_end_quorum_epoch_response(self, src: str, resp: EndQuorumEpochResponse, now_ms: float, out: Output) -> None:
+        """KafkaRaftClient.handleEndQuorumEpochResponse: a newer epoch or leader is learned as from
+        any response (maybeHandleCommonResponse); otherwise the voter has acknowledged the
+        resignation and is not sent it again (ResignedState.acknowledgeResignation)."""
+        q = self.quorum
+        if resp.epoch < q.epoch or self._maybe_transition(resp.leader, resp.epoch, now_ms, out):
+            return
+        if q.state is RaftState.RESIGNED and resp.error is None:
+            self.end_quorum_sent_at.pop(src, None)
+
+    def _on_end_quorum_epoch(self, src: str, req: EndQuorumEpoch, now_ms: float, out: Output) -> None:
+        """KafkaRaftClient.handleEndQuorumEpochRequest: refuse an older epoch; learn the epoch and
+        leader as from any message (maybeTransition: a newer epoch makes this voter a follower of
+        the resigned leader); a follower of that leader then canvasses after the backoff for its
+        rank among the successors instead of its fetch timeout (FollowerState.overrideFetchTimeout)."""
+        q = self.quorum
+        if req.epoch < q.epoch:
+            self._send(out, src, EndQuorumEpochResponse(q.epoch, q.leader, FENCED_LEADER_EPOCH))
+            return
+        self._maybe_transition(req.leader, req.epoch, now_ms, out)
+        if q.state is RaftState.FOLLOWER and q.leader == req.leader:
+            self._back_off_for_succession(req.preferred_successors, now_ms, out)
+        self._send(out, src, EndQuorumEpochResponse(q.epoch, q.leader, None), durable=q.persist_pending)
+
+    def _back_off_for_succession(self, successors: tuple[str, ...], now_ms: float, out: Output) -> None:
+        """KafkaRaftClient.endEpochElectionBackoff: this voter's place among the successors (their
+        number when it is not named) sets its backoff; the fetch timeout then ends after it, and
+        tick canvasses: Prospective with Pre-Vote, Candidate without (`_start_election`)."""
+        q = self.quorum
+        rank = successors.index(self.local) if self.local in successors else len(successors)
+        backoff = strict_exponential_election_backoff_ms(rank, len(successors), self.config.election_backoff_max_ms)
+        q.fetch_deadline_ms = now_ms + backoff
+        out.emit(RaftEndQuorumEpoch(q.epoch, rank, backoff))
 
     def append(self, records: list[Any], now_ms: float, out: Output) -> int | None:
         """Leader only: queue records; they are appended after controller.quorum.append.linger.ms.
@@ -658,9 +794,44 @@ class RaftNode:
         q.transitions.clear()
         q.persist_pending = False
 
-    # --- shutdown -------------------------------------------------------------------------------
+    # --- graceful shutdown ------------------------------------------------------------------------
 
-    def resign_for_shutdown(self, now_ms: float, out: Output) -> None:
-        if self.quorum.state is RaftState.LEADER:
-            self._resign(now_ms, out, reason="shutdown")
+    def begin_shutdown(self, now_ms: float, out: Output) -> None:
+        """KafkaRaftClient.shutdown(timeoutMs): start a graceful shutdown that ends within
+        `shutdown_timeout_ms`. The caller stops the process once `shutdown_outcome` is set, here or
+        in a later tick or handle."""
+        if self.shutdown_deadline_ms is None:
+            self.shutdown_deadline_ms = now_ms + self.config.shutdown_timeout_ms
+        self._poll_shutdown(now_ms, out)
         self._drain_transitions(out)
+
+    def _shutting_down(self) -> bool:
+        return self.shutdown_deadline_ms is not None and self.shutdown_outcome is None
+
+    def _poll_shutdown(self, now_ms: float, out: Output) -> bool:
+        """KafkaRaftClient.maybeCompleteShutdown, then pollLeader: the shutdown ends once timed out
+        or once it may complete (`_shutdown_may_complete`); until then a leader resigns and keeps
+        running Resigned. Returns whether the shutdown has ended."""
+        if not self._shutting_down():
+            return self.shutdown_outcome is not None
+        if now_ms >= self.shutdown_deadline_ms:
+            self._end_shutdown("timed_out", out)
+        elif self._shutdown_may_complete():
+            self._end_shutdown("completed", out)
+        elif self.quorum.state is RaftState.LEADER:
+            self._resign(now_ms, out, reason="shutdown")
+        return self.shutdown_outcome is not None
+
+    def _shutdown_may_complete(self) -> bool:
+        """maybeCompleteShutdown's condition to stop before the timeout: an observer, the only voter,
+        or a voter that knows another node leads (QuorumState.hasRemoteLeader: a follower, or a
+        Prospective that remembers its leader). An Unattached voter, a Candidate or a Resigned
+        leader goes on until a leader makes itself known, so that its vote can still help elect one."""
+        q = self.quorum
+        only_voter = self.voters == (self.local,)
+        return not self.is_voter or only_voter or q.leader not in (None, self.local)
+
+    def _end_shutdown(self, outcome: str, out: Output) -> None:
+        self._drain_transitions(out)  # the state it stops in is told first
+        self.shutdown_outcome = outcome
+        out.emit(RaftShutdown(outcome, self.quorum.state.value, self.quorum.epoch))

@@ -42,6 +42,7 @@ COLUMN_TYPES: dict[str, str] = {
     "producer": "string",
     "sequence": "int64",
     "topic": "string",
+    "topic_id": "string",  # the topic's identity: a topic deleted and created again is a new one
     "partition": "int32",
     "acks": "string",
     "outcome": "string",
@@ -115,6 +116,8 @@ COLUMN_TYPES: dict[str, str] = {
     "end_offset": "int64",
     "entry_epochs": "list<int64>",
     "entry_crcs": "list<int64>",
+    "rank": "int32",
+    "backoff_ms": "int64",
     # faults, processes, the driver
     "fault": "string",
     "target": "string",
@@ -174,6 +177,7 @@ class ProduceSend(NamedTuple):
     partition: int
     acks: str  # "all", "1", "0"
     sequences: tuple[int, ...]
+    topic_id: str | None = None  # as the producer's metadata names it then (None: not known yet)
 
     @property
     def row_count(self) -> int:
@@ -182,7 +186,7 @@ class ProduceSend(NamedTuple):
     def rows(self) -> Rows:
         n = len(self.sequences)
         return {"producer": [self.producer] * n, "topic": [self.topic] * n, "partition": [self.partition] * n,
-                "acks": [self.acks] * n, "sequence": list(self.sequences)}
+                "acks": [self.acks] * n, "sequence": list(self.sequences), "topic_id": [self.topic_id] * n}
 
 
 @event("produce_ack")
@@ -203,6 +207,9 @@ class ProduceAck(NamedTuple):
     first_offset: int | None = None  # the batch's base offset, when ok
     batch_crc: int | None = None  # when ok: with the base offset, the batch in a log
     error: str | None = None  # why not ok
+    # When ok, the id of the topic whose leader acknowledged; otherwise the one the producer's
+    # metadata names (None: not known yet).
+    topic_id: str | None = None
 
     @property
     def row_count(self) -> int:
@@ -216,7 +223,7 @@ class ProduceAck(NamedTuple):
             "acks": [self.acks] * n, "outcome": [self.outcome] * n, "sequence": list(self.sequences),
             "offset": [None] * n if base is None else list(range(base, base + n)),
             "latency_ms": list(self.latencies_ms), "batch_offset": [base] * n, "batch_crc": [self.batch_crc] * n,
-            "error": [self.error] * n,
+            "error": [self.error] * n, "topic_id": [self.topic_id] * n,
         }
 
 
@@ -234,6 +241,7 @@ class Consume(NamedTuple):
     sequences: tuple[int, ...]
     batch_offset: int
     batch_crc: int
+    topic_id: str | None = None  # of the topic whose leader answered
 
     @property
     def row_count(self) -> int:
@@ -245,7 +253,7 @@ class Consume(NamedTuple):
             "consumer": [self.consumer] * n, "poll": [self.poll] * n, "topic": [self.topic] * n,
             "partition": [self.partition] * n, "offset": list(range(self.first_offset, self.first_offset + n)),
             "producer": [self.producer] * n, "sequence": list(self.sequences),
-            "batch_offset": [self.batch_offset] * n, "batch_crc": [self.batch_crc] * n,
+            "batch_offset": [self.batch_offset] * n, "batch_crc": [self.batch_crc] * n, "topic_id": [self.topic_id] * n,
         }
 
 
@@ -276,7 +284,7 @@ class ConsumerReset(NamedTuple):
     from_offset: int
     offset: int
     leader_epoch: int
-    reason: str  # "log_truncation"
+    reason: str  # "log_truncation"; "topic_recreated" (the topic was deleted and created again: from 0)
 
 
 @event("final_read")
@@ -294,6 +302,7 @@ class FinalRead(NamedTuple):
     sequences: tuple[int, ...]
     batch_offset: int
     batch_crc: int
+    topic_id: str | None = None  # of the topic whose replica answered
 
     @property
     def row_count(self) -> int:
@@ -305,7 +314,7 @@ class FinalRead(NamedTuple):
             "topic": [self.topic] * n, "partition": [self.partition] * n, "source": [self.source] * n,
             "broker": [self.broker] * n, "offset": list(range(self.first_offset, self.first_offset + n)),
             "producer": [self.producer] * n, "sequence": list(self.sequences),
-            "batch_offset": [self.batch_offset] * n, "batch_crc": [self.batch_crc] * n,
+            "batch_offset": [self.batch_offset] * n, "batch_crc": [self.batch_crc] * n, "topic_id": [self.topic_id] * n,
         }
 
 
@@ -379,6 +388,7 @@ class PartitionChange(NamedTuple):
     # A reassignment in progress (replication-correctness.md §6.7): replicas joining and leaving.
     adding_replicas: tuple[int, ...] = ()
     removing_replicas: tuple[int, ...] = ()
+    topic_id: str | None = None
 
 
 CLEAN_ELECTIONS = frozenset({"clean", "elr", "preferred"})  # the others may lose committed records
@@ -398,6 +408,7 @@ class Election(NamedTuple):
     leader_epoch: int
     election_kind: str
     metadata_offset: int
+    topic_id: str | None = None
 
 
 @event("broker_change")
@@ -569,6 +580,7 @@ class ReplicaRecovered(NamedTuple):
     batch_counts: tuple[int, ...]
     batch_epochs: tuple[int, ...]
     batch_crcs: tuple[int, ...]
+    topic_id: str | None = None
 
 
 @event("appended")
@@ -582,6 +594,7 @@ class Appended(NamedTuple):
     count: int
     leader_epoch: int
     batch_crc: int
+    topic_id: str | None = None
 
 
 @event("replication_quorum")
@@ -593,6 +606,7 @@ class ReplicationQuorum(NamedTuple):
     partition: int
     isr: tuple[int, ...]
     proposed: tuple[int, ...]
+    topic_id: str | None = None
 
 
 @event("replica_survived")
@@ -617,12 +631,16 @@ class ReplicaHwm(NamedTuple):
     topic: str
     partition: int
     hwm: int
+    topic_id: str | None = None
 
 
 @event("replica_deleted")
 class ReplicaDeleted(NamedTuple):
+    """A broker deleted its replica: reassigned away, or its topic deleted."""
+
     topic: str
     partition: int
+    topic_id: str | None = None
 
 
 @event("become_leader")
@@ -633,6 +651,7 @@ class BecomeLeader(NamedTuple):
     leso: int
     hwm: int
     isr: tuple[int, ...]
+    topic_id: str | None = None
 
 
 @event("become_follower")
@@ -644,6 +663,7 @@ class BecomeFollower(NamedTuple):
     role: str  # what it was before: none, leader or follower
     leo: int
     hwm: int
+    topic_id: str | None = None
 
 
 @event("isr_expand_proposed")
@@ -656,6 +676,7 @@ class IsrExpandProposed(NamedTuple):
     leso: int
     fetch_epoch: int
     leader_epoch: int
+    topic_id: str | None = None
 
 
 @event("isr_shrink_proposed")
@@ -663,6 +684,7 @@ class IsrShrinkProposed(NamedTuple):
     topic: str
     partition: int
     proposed: tuple[int, ...]  # the out-of-sync followers
+    topic_id: str | None = None
 
 
 @event("isr_committed")
@@ -671,6 +693,7 @@ class IsrCommitted(NamedTuple):
     partition: int
     isr: tuple[int, ...]
     partition_epoch: int
+    topic_id: str | None = None
 
 
 @event("isr_change_rejected")
@@ -679,6 +702,7 @@ class IsrChangeRejected(NamedTuple):
     partition: int
     error: str
     proposed: tuple[int, ...]
+    topic_id: str | None = None
 
 
 @event("list_offsets")
@@ -690,6 +714,7 @@ class ListOffsets(NamedTuple):
     hwm: int
     leso: int
     offset: int | None
+    topic_id: str | None = None
 
 
 @event("truncated")
@@ -699,6 +724,7 @@ class Truncated(NamedTuple):
     reason: str
     from_offset: int
     offset: int  # the LEO after
+    topic_id: str | None = None
 
 
 @event("replica_fetch_failed")
@@ -713,6 +739,7 @@ class ReplicaFetchFailed(NamedTuple):
     error: str
     offset: int
     batch_offset: int
+    topic_id: str | None = None
 
 
 # --- the controller -------------------------------------------------------------------------------
@@ -774,8 +801,21 @@ class UncleanRecoveryElected(NamedTuple):
 
 @event("topic_created")
 class TopicCreated(NamedTuple):
+    """The active controller proposed a topic's records (CreateTopics)."""
+
     topic: str
     assignment: tuple[tuple[int, ...], ...]
+    topic_id: str | None = None
+
+
+@event("topic_deleted")
+class TopicDeleted(NamedTuple):
+    """A committed RemoveTopicRecord (DeleteTopics): the topic and its partitions are gone from
+    `metadata_offset` on; what was written to them is neither lost nor required (contract.md)."""
+
+    topic: str
+    topic_id: str
+    metadata_offset: int
 
 
 @event("reassignment_started")
@@ -848,6 +888,28 @@ class RaftLeaderElected(NamedTuple):
 class RaftResign(NamedTuple):
     epoch: int
     reason: str
+
+
+@event("raft_end_quorum_epoch")
+class RaftEndQuorumEpoch(NamedTuple):
+    """A voter following the leader of `epoch` got that leader's EndQuorumEpoch: it canvasses after
+    `backoff_ms` instead of its fetch timeout, the backoff for its `rank` (0 first) among the
+    leader's preferred successors (KafkaRaftClient.endEpochElectionBackoff)."""
+
+    epoch: int
+    rank: int
+    backoff_ms: int
+
+
+@event("raft_shutdown")
+class RaftShutdown(NamedTuple):
+    """A voter's graceful shutdown ended (KafkaRaftClient.maybeCompleteShutdown): `outcome`
+    "completed" (it knows another leader, or has nobody to hand over to) or "timed_out"; `state`
+    and `epoch` are where it stopped. The process stops right after."""
+
+    outcome: str
+    state: str
+    epoch: int
 
 
 @event("raft_hwm")

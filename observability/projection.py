@@ -123,6 +123,7 @@ class AckedBatch:
     count: int
     crc: int
     acks: str
+    topic_id: str | None = None
 
 
 @dataclass
@@ -149,6 +150,11 @@ class ClusterProjection:
         self.broker_ids = tuple(range(1, brokers + 1))
         self._now_ms = now_ms
         self._partitions: dict[Key, Any] = {}  # the newest partition_change
+        # Deleted topics (`topic_deleted`): their ids, whose records are neither lost nor required
+        # (contract.md), and each name's last deletion's metadata offset (older reports of its
+        # partitions are of the deleted topic).
+        self.deleted_topic_ids: set[str] = set()
+        self._deleted_at: dict[str, int] = {}
         self._registrations: dict[int, Any] = {}  # the newest broker_change
         self.running: dict[str, bool] = {}
         self.incarnation: dict[str, int] = {}
@@ -171,6 +177,7 @@ class ClusterProjection:
         self.quorum_elections = 0
         self._handlers: dict[str, Callable[[EventRecord], None]] = {
             "partition_change": self._on_partition_change,
+            "topic_deleted": self._on_topic_deleted,
             "broker_change": self._on_broker_change,
             "election": self._on_election,
             "process_start": self._on_process_start,
@@ -211,8 +218,22 @@ class ClusterProjection:
         ev = rec.event
         key = (ev.topic, ev.partition)
         known = self._partitions.get(key)
-        if known is None or ev.metadata_offset > known.metadata_offset:
+        if (known is None or ev.metadata_offset > known.metadata_offset) and ev.metadata_offset > self._deleted_at.get(ev.topic, -1):
             self._partitions[key] = ev
+
+    def _on_topic_deleted(self, rec: EventRecord) -> None:
+        ev = rec.event
+        self.deleted_topic_ids.add(ev.topic_id)
+        if ev.metadata_offset <= self._deleted_at.get(ev.topic, -1):
+            return  # another voter's report of the same record
+        self._deleted_at[ev.topic] = ev.metadata_offset
+        for key in [k for k, p in self._partitions.items() if k[0] == ev.topic and p.metadata_offset < ev.metadata_offset]:
+            del self._partitions[key]
+        # The replicas of the deleted topic, running or on a down broker's disk, are no part of
+        # any partition now (brokers delete them as they apply the record).
+        for logs in (*self.replicas.values(), *self.down_logs.values(), *self.crashed.values()):
+            for key in [k for k in logs if k[0] == ev.topic]:
+                del logs[key]
 
     def _on_broker_change(self, rec: EventRecord) -> None:
         ev = rec.event
@@ -285,10 +306,12 @@ class ClusterProjection:
     # --- folding: replicas -------------------------------------------------------------------------
 
     def _replica(self, rec: EventRecord) -> ReplicaMirror | None:
+        """The mirror of the replica an event is about; None for a stopped broker's, or for one
+        of a deleted topic (its events until the broker deletes it say nothing of the partition)."""
         node = rec.node
-        if not self.running.get(node):
-            return None
         ev = rec.event
+        if not self.running.get(node) or ev.topic_id in self.deleted_topic_ids:
+            return None
         return self.replicas.setdefault(int(node[1:]), {}).setdefault((ev.topic, ev.partition), ReplicaMirror())
 
     def _on_replica_recovered(self, rec: EventRecord) -> None:
@@ -374,7 +397,7 @@ class ClusterProjection:
             for latency, run in itertools.groupby(ev.latencies_ms):
                 self.latency.record_ms(latency, sum(1 for _ in run))
             if ev.first_offset is not None:
-                p.acked_batches.append(AckedBatch(ev.topic, ev.partition, ev.first_offset, len(ev.sequences), ev.batch_crc, ev.acks))
+                p.acked_batches.append(AckedBatch(ev.topic, ev.partition, ev.first_offset, len(ev.sequences), ev.batch_crc, ev.acks, ev.topic_id))
         else:
             p.failed += len(ev.sequences)
             if code == INFO:
@@ -518,8 +541,8 @@ class ClusterProjection:
         lost = 0
         for p in self.producers.values():
             for b in p.acked_batches:
-                if b.acks != "all":
-                    continue
+                if b.acks != "all" or b.topic_id in self.deleted_topic_ids:
+                    continue  # not required: acks below all, or its topic was deleted
                 if not any(log.holds(b.base_offset, b.count, b.crc) for log in self.holders((b.topic, b.partition))):
                     lost += b.count
         return lost

@@ -97,6 +97,29 @@ def replica_dir(topic: str, partition: int) -> str:
     return f"{PARTITIONS_DIR}/{topic}-{partition}"
 
 
+PARTITION_METADATA_FILE = "partition.metadata"
+
+
+def partition_metadata_path(directory: str) -> str:
+    """Kafka's partition.metadata: the topic id the replica's log belongs to, so that a log left
+    by a deleted topic is not taken for the log of a new topic of the same name."""
+    return f"{directory}/{PARTITION_METADATA_FILE}"
+
+
+def partition_metadata(topic_id: str) -> bytes:
+    return f"version: 0\ntopic_id: {topic_id}\n".encode()
+
+
+def read_partition_metadata(data: bytes | None) -> str | None:
+    """The topic id a partition.metadata file names; None without one (its page-cache write was
+    lost in an OS crash), when the replica is taken to belong to the topic of its name."""
+    for line in (data or b"").decode(errors="replace").splitlines():
+        key, _, value = line.partition(": ")
+        if key == "topic_id" and value:
+            return value
+    return None
+
+
 def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}{SEGMENT_SUFFIX}"
 

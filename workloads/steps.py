@@ -175,6 +175,10 @@ def protocol_command(kind: str, args: Any) -> api.ProtocolCommand:
             return api.AlterConfig(args.topic, dict(args.config), args.expect_error)
         case "create_topic":
             return api.CreateTopic(topic_settings(args), args.expect_error)
+        case "delete_topic":
+            if isinstance(args, str):  # `delete_topic: NAME`
+                return api.DeleteTopic(args)
+            return api.DeleteTopic(args.name, args.expect_error)
         case "create_partitions":
             assignment = None if args.assignment is None else {p: list(r) for p, r in args.assignment.items()}
             return api.CreatePartitions(args.topic, args.count, assignment, args.expect_error)

@@ -40,6 +40,7 @@ from observability.events import (
 )
 
 from .records import decode_records
+from .topic_ids import TopicIds
 
 POLL_BACKOFF_MS = 100  # fetch.max.wait-like pause when there was nothing new
 REQUEST_TIMEOUT_MS = 2_000
@@ -77,6 +78,9 @@ class Reading:
     # The leader epoch of the last record read (Kafka's position "offset epoch"), -1 before the
     # first read or after a seek: what the leader validates the position against (KIP-320).
     last_epoch: int = -1
+    # The id of the topic the position is in (None before the first answer): an answer from a
+    # topic of the same name with another id means the topic was deleted and created again.
+    topic_id: str | None = None
 
 
 class ConsumerNode:
@@ -85,6 +89,7 @@ class ConsumerNode:
         self.brokers = brokers
         self.leaders: dict[tuple[str, int], int | None] = {}
         self.leader_epochs: dict[tuple[str, int], int] = {}
+        self.topic_ids = TopicIds()
         self.readings: dict[int, Reading] = {}
         # Everything read, per partition: offset -> (value, identity). Invariant: an offset once
         # read keeps the identity it was read with here (a changed one is a ConsistentRead breach).
@@ -155,6 +160,8 @@ class ConsumerNode:
         elif isinstance(p, MetadataResponse):
             if self.metadata_request is not None and p.request_id == self.metadata_request[0]:
                 self.metadata_request = None
+                for topic in self.topic_ids.learn(p):
+                    self._forget_topic(topic)
                 for pm in p.partitions:
                     key = (pm.topic, pm.partition)
                     # Metadata from a broker that is behind (an older leader epoch) is ignored, as
@@ -206,6 +213,12 @@ class ConsumerNode:
             req = FetchRequest(self.next_request_id, reader, -1, 0, (FetchPartition(key[0], key[1], -1, r.position, last_epoch),))
             out.send(Envelope(self.node_id, f"b{leader}", req))
 
+    def _forget_topic(self, topic: str) -> None:
+        """The topic was created again: the leaders and epochs known were the old topic's."""
+        for key in [k for k in self.leader_epochs if k[0] == topic]:
+            del self.leader_epochs[key]
+            self.leaders.pop(key, None)
+
     def _ask_metadata(self, now_ms: float, out: Output) -> None:
         if self.metadata_request is not None:
             return
@@ -224,6 +237,11 @@ class ConsumerNode:
         (fp,) = resp.partitions
         key = (fp.topic, fp.partition)
         c = r.command
+        if fp.topic_id is not None and r.topic_id != fp.topic_id:
+            if r.topic_id is not None:
+                self._on_topic_recreated(cid, r, now_ms, out)
+                return
+            r.topic_id = fp.topic_id
         if fp.diverging_epoch is not None:
             self._on_log_truncation(cid, r, fp.diverging_epoch, now_ms, out)
             return
@@ -252,7 +270,7 @@ class ConsumerNode:
                     order.append(offset)
                     seen[offset] = (values[i], (b.crc, i, b.leader_epoch))
             r.values.extend(values[start:])
-            out.emit(Consume(self.node_id, poll, key[0], key[1], r.position, producer, sequences[start:], b.base_offset, b.crc))
+            out.emit(Consume(self.node_id, poll, key[0], key[1], r.position, producer, sequences[start:], b.base_offset, b.crc, fp.topic_id))
             got += b.count - start
             r.position = b.next_offset
             r.last_epoch = b.leader_epoch
@@ -284,6 +302,19 @@ class ConsumerNode:
         r.position, r.last_epoch = (end, epoch) if known else (0, -1)
         self.next_poll_ms[cid] = now_ms
 
+    def _on_topic_recreated(self, cid: int, r: Reading, now_ms: float, out: Output) -> None:
+        """The partition's topic was deleted and created again: the position was in a log that is
+        gone. Read the new topic from its earliest offset (`auto.offset.reset=earliest`), as a
+        Kafka consumer does when the topic id behind a partition changes; what was read of the old
+        topic is no part of the new one."""
+        c = r.command
+        key = (c.topic, c.partition)
+        out.emit(ConsumerReset(self.node_id, c.topic, c.partition, r.position, 0, -1, "topic_recreated"))
+        r.position, r.last_epoch, r.topic_id = 0, -1, None
+        self.reads.pop(key, None)
+        self.read_order.pop(key, None)
+        self.next_poll_ms[cid] = now_ms
+
     # --- the final read --------------------------------------------------------------------------
 
     def _on_final_read(self, cid: int, r: Reading, fp, now_ms: float, out: Output) -> None:
@@ -294,7 +325,7 @@ class ConsumerNode:
                 continue
             producer, sequences, _values = decode_records(b.records)
             start = r.position - b.base_offset
-            out.emit(FinalRead(c.topic, c.partition, c.final_source, c.broker, r.position, producer, sequences[start:], b.base_offset, b.crc))
+            out.emit(FinalRead(c.topic, c.partition, c.final_source, c.broker, r.position, producer, sequences[start:], b.base_offset, b.crc, fp.topic_id))
             got += b.count - start
             r.position = b.next_offset
         if got == 0 and r.position >= fp.high_watermark:

@@ -68,6 +68,7 @@ from .produce_state import (
     buffered_size_of,
 )
 from .records import encode_records
+from .topic_ids import TopicIds
 
 RETRY_BACKOFF_MS = 100  # retry.backoff.ms
 RETRY_BACKOFF_MAX_MS = 1_000  # retry.backoff.max.ms (KIP-580)
@@ -100,6 +101,7 @@ class ProducerNode(LoadGeneration):
         self.idempotent_id = producer_id
         self.sequence_resets = 0
         self.leaders: dict[tuple[str, int], tuple[int | None, int]] = {}
+        self.topic_ids = TopicIds()
         self.metadata_request: tuple[int, float] | None = None  # (request id, sent at)
         self.metadata_wanted = True
         self.metadata_broker = 0
@@ -161,7 +163,8 @@ class ProducerNode(LoadGeneration):
             q.append(PendingRecord(cmd.command_id, first + i, v, cmd.acks, cmd.idempotent, now_ms + cmd.timeout_ms, now_ms))
             self.buffered_bytes += buffered_size(v)
         self._queued((cmd.topic, cmd.partition), now_ms + cmd.timeout_ms, len(cmd.values))
-        out.emit(ProduceSend(self.node_id, cmd.topic, cmd.partition, ACKS_NAMES[cmd.acks], tuple(range(first, first + len(cmd.values)))))
+        out.emit(ProduceSend(self.node_id, cmd.topic, cmd.partition, ACKS_NAMES[cmd.acks], tuple(range(first, first + len(cmd.values))),
+                             self.topic_ids.get(cmd.topic)))
         self._send_ready(now_ms, out)
         return self._finish(out)
 
@@ -240,6 +243,8 @@ class ProducerNode(LoadGeneration):
             return
         self.metadata_request = None
         self.metadata_wanted = False
+        for topic in self.topic_ids.learn(resp):
+            self._forget_topic(topic)
         for pm in resp.partitions:
             key = (pm.topic, pm.partition)
             # Metadata from a broker that is behind (an older leader epoch) is ignored, as Kafka
@@ -258,6 +263,14 @@ class ProducerNode(LoadGeneration):
             if leader is not None and epoch > b.leader_epoch and b.retry_at_ms > now_ms:
                 b.retry_at_ms = now_ms
                 self._schedule(key)
+
+    def _forget_topic(self, topic: str) -> None:
+        """The topic was created again: its leaders, their epochs and the idempotent sequences
+        known were the old topic's (the new one's leaders hold no state of this producer)."""
+        for key in [k for k in self.leaders if k[0] == topic]:
+            del self.leaders[key]
+        for key in [k for k in self.sequences if k[0] == topic]:
+            del self.sequences[key]
 
     # --- sending ----------------------------------------------------------------------------------
 
@@ -472,7 +485,7 @@ class ProducerNode(LoadGeneration):
             return  # an answer to an attempt already given up on
         if resp.error is None:
             self._drop_in_flight(key)
-            self._acked(key, b, resp.base_offset, now_ms, out)
+            self._acked(key, b, resp.base_offset, now_ms, out, resp.topic_id)
         else:
             if resp.error not in REFUSED_BEFORE_APPEND:
                 b.maybe_written = True
@@ -556,7 +569,8 @@ class ProducerNode(LoadGeneration):
 
     # --- outcomes ---------------------------------------------------------------------------------
 
-    def _acked(self, key, b: InFlightBatch, base_offset: int, now_ms: float, out: Output) -> None:
+    def _acked(self, key, b: InFlightBatch, base_offset: int, now_ms: float, out: Output, topic_id: str | None = None) -> None:
+        """`topic_id`: that of the topic whose leader acknowledged (acks=0: the one the metadata names)."""
         topic, partition = key
         self.acked += len(b.records)
         self.buffered_bytes -= b.buffered
@@ -570,6 +584,7 @@ class ProducerNode(LoadGeneration):
         out.emit(ProduceAck(
             self.node_id, topic, partition, ACKS_NAMES[b.acks], "ok", tuple(r.sequence for r in b.records),
             tuple(now_ms - r.created_ms for r in b.records), None if b.acks == 0 else base_offset, b.batch.crc,
+            topic_id=topic_id or self.topic_ids.get(topic),
         ))
 
     def _release(self, records: list[PendingRecord]) -> None:
@@ -590,4 +605,5 @@ class ProducerNode(LoadGeneration):
             out.emit(ProduceAck(
                 self.node_id, key[0], key[1], ACKS_NAMES[acks], "info" if maybe_written else "fail",
                 tuple(r.sequence for r in run), tuple(now_ms - r.created_ms for r in run), error=error,
+                topic_id=self.topic_ids.get(key[0]),
             ))

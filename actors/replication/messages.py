@@ -79,6 +79,7 @@ class ProduceResponse:
     partition: int
     error: str | None
     base_offset: int = -1
+    topic_id: str | None = None  # the id of the topic whose replica answered (None: no replica)
 
 
 @pickled_by_fields
@@ -160,6 +161,7 @@ class FetchedPartition:
     # (epoch, end offset) when the follower's log diverges from the leader's (§6.6).
     diverging_epoch: tuple[int, int] | None = None
     batches: tuple[RecordBatch, ...] = ()
+    topic_id: str | None = None  # the id of the topic whose replica answered (None: no replica)
 
 
 @pickled_by_fields
@@ -202,6 +204,7 @@ class PartitionMetadata:
     partition: int
     leader: int | None
     leader_epoch: int
+    topic_id: str | None = None
 
 
 @pickled_by_fields

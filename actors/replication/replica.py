@@ -147,6 +147,7 @@ class PartitionReplica:
         # until the next leader epoch, as Kafka's AbstractFetcherThread.markPartitionFailed.
         self.fetch_failed = False
         self.state: PartitionRecord | None = None  # the metadata this replica acts on
+        self.topic_id: str | None = None  # the topic its log belongs to (partition.metadata)
         self.leader_epoch = -1
         # --- leader ---
         self.leso = -1
@@ -226,7 +227,7 @@ class PartitionReplica:
         self.followers = {
             b: FollowerState(last_caught_up_ms=now_ms if b in rec.isr else 0.0) for b in rec.replicas if b != me
         }
-        out.emit(BecomeLeader(self.topic, self.partition, rec.leader_epoch, self.leso, self.hwm, tuple(rec.isr)))
+        out.emit(BecomeLeader(self.topic, self.partition, rec.leader_epoch, self.leso, self.hwm, tuple(rec.isr), topic_id=self.topic_id))
         if rec.leader_recovery_state == RECOVERING:
             # KIP-704: after an unclean election the new leader's log is the partition's log from
             # now on; it tells the controller so before the ISR can grow.
@@ -239,7 +240,7 @@ class PartitionReplica:
         if not self.env.settings.protocol.leader_epoch_truncation and self.log.end_offset > self.hwm:
             # Before KIP-101 a follower cut its log to its local HWM before fetching again.
             self._truncate(self.hwm, "become_follower_hwm", out)
-        out.emit(BecomeFollower(self.topic, self.partition, rec.leader, rec.leader_epoch, was, self.leo, self.hwm))
+        out.emit(BecomeFollower(self.topic, self.partition, rec.leader, rec.leader_epoch, was, self.leo, self.hwm, topic_id=self.topic_id))
 
     def stop(self, out: Output) -> None:
         """No longer a replica the broker serves (removed, or the broker is shutting down)."""
@@ -275,7 +276,7 @@ class PartitionReplica:
     def on_produce(self, src: str, req: ProduceRequest, now_ms: float, out: Output) -> None:
         def reply(error: str | None, base_offset: int = -1) -> None:
             if req.acks != 0:
-                resp = ProduceResponse(req.request_id, req.topic, req.partition, error, base_offset)
+                resp = ProduceResponse(req.request_id, req.topic, req.partition, error, base_offset, self.topic_id)
                 out.send(Envelope(self.env.node_id, src, resp, after_flush=self.env.sync_flush and error is None))
 
         if not self.is_leader:
@@ -298,7 +299,7 @@ class PartitionReplica:
                 return reply(OUT_OF_ORDER_SEQUENCE_NUMBER)
         base = self.log.end_offset
         self.log.append(batch.stamped(base, self.leader_epoch), out)
-        out.emit(Appended(self.topic, self.partition, base, batch.count, self.leader_epoch, batch.crc))
+        out.emit(Appended(self.topic, self.partition, base, batch.count, self.leader_epoch, batch.crc, topic_id=self.topic_id))
         self.on_change()
         self._after_append(src, req, base, base + batch.count, now_ms, out)
         self._maybe_flush(batch.count, out)
@@ -308,7 +309,7 @@ class PartitionReplica:
         if req.acks == 0:
             return
         if req.acks == 1 or self.hwm >= end:
-            resp = ProduceResponse(req.request_id, req.topic, req.partition, None, base)
+            resp = ProduceResponse(req.request_id, req.topic, req.partition, None, base, self.topic_id)
             out.send(Envelope(self.env.node_id, src, resp, after_flush=self.env.sync_flush))
             return
         self.waiting.append(WaitingProduce(end, src, req, base, now_ms + req.timeout_ms))
@@ -334,7 +335,7 @@ class PartitionReplica:
 
     def _fail_waiting(self, error: str, out: Output) -> None:
         for w in self.waiting:
-            resp = ProduceResponse(w.request.request_id, self.topic, self.partition, error, w.base_offset)
+            resp = ProduceResponse(w.request.request_id, self.topic, self.partition, error, w.base_offset, self.topic_id)
             out.send(Envelope(self.env.node_id, w.reply_to, resp))
         self.waiting = []
 
@@ -375,7 +376,7 @@ class PartitionReplica:
             return False
         self.hwm = new
         self.hwm_advances += 1
-        out.emit(ReplicaHwm(self.topic, self.partition, new))
+        out.emit(ReplicaHwm(self.topic, self.partition, new, topic_id=self.topic_id))
         self.on_change()
         if self.waiting:
             self._answer_waiting(lambda w: w.required_offset <= new, None, out)
@@ -387,7 +388,7 @@ class PartitionReplica:
         now = (self.isr, tuple(sorted(self.replication_quorum())))
         if now != self._reported_quorum:
             self._reported_quorum = now
-            out.emit(ReplicationQuorum(self.topic, self.partition, tuple(self.isr), now[1]))
+            out.emit(ReplicationQuorum(self.topic, self.partition, tuple(self.isr), now[1], topic_id=self.topic_id))
 
     def _answer_waiting(self, finished, error: str | None, out: Output) -> None:
         """Answer the acks=all produce requests for which `finished(w)` holds, with `error`."""
@@ -395,7 +396,7 @@ class PartitionReplica:
         if done:
             self.waiting = [w for w in self.waiting if not finished(w)]
             for w in done:
-                resp = ProduceResponse(w.request.request_id, self.topic, self.partition, error, w.base_offset)
+                resp = ProduceResponse(w.request.request_id, self.topic, self.partition, error, w.base_offset, self.topic_id)
                 out.send(Envelope(self.env.node_id, w.reply_to, resp))
 
     # --- fetches from followers ----------------------------------------------------------------
@@ -414,9 +415,9 @@ class PartitionReplica:
         if fp.last_fetched_epoch >= 0:
             epoch, end = self.log.end_offset_for_epoch(fp.last_fetched_epoch)
             if epoch < fp.last_fetched_epoch or end < fp.fetch_offset:
-                return FetchedPartition(self.topic, self.partition, None, self.hwm, self.log.end_offset, diverging_epoch=(epoch, end))
+                return FetchedPartition(self.topic, self.partition, None, self.hwm, self.log.end_offset, diverging_epoch=(epoch, end), topic_id=self.topic_id)
         if fp.fetch_offset > self.log.end_offset:
-            return FetchedPartition(self.topic, self.partition, OFFSET_OUT_OF_RANGE, self.hwm, self.log.end_offset)
+            return FetchedPartition(self.topic, self.partition, OFFSET_OUT_OF_RANGE, self.hwm, self.log.end_offset, topic_id=self.topic_id)
         self._update_follower(follower, fp.fetch_offset, broker_epoch, now_ms, out)
         if fp.fetch_offset < self.log.end_offset:
             return self.read_for_follower(fp)
@@ -427,7 +428,7 @@ class PartitionReplica:
         if error is not None:
             return self._error(error)
         batches = self.log.read_from(fp.fetch_offset, MAX_FETCH_BATCHES)
-        return FetchedPartition(self.topic, self.partition, None, self.hwm, self.log.end_offset, batches=batches)
+        return FetchedPartition(self.topic, self.partition, None, self.hwm, self.log.end_offset, batches=batches, topic_id=self.topic_id)
 
     def has_data_for(self, fp: FetchPartition) -> bool:
         return not self.is_leader or fp.current_leader_epoch != self.leader_epoch or fp.fetch_offset < self.log.end_offset
@@ -442,7 +443,7 @@ class PartitionReplica:
         return None
 
     def _error(self, error: str) -> FetchedPartition:
-        return FetchedPartition(self.topic, self.partition, error, self.hwm, self.log.end_offset)
+        return FetchedPartition(self.topic, self.partition, error, self.hwm, self.log.end_offset, topic_id=self.topic_id)
 
     def note_skipped_fetch(self, follower: int, at_ms: float) -> None:
         """The follower's fetch at `at_ms` left this partition out (fetch_session.py): it was at
@@ -502,7 +503,7 @@ class PartitionReplica:
             return
         if not self._isr_eligible(follower, f):
             return
-        out.emit(IsrExpandProposed(self.topic, self.partition, follower, f.leo, self.hwm, self.leso, f.fetch_epoch, self.leader_epoch))
+        out.emit(IsrExpandProposed(self.topic, self.partition, follower, f.leo, self.hwm, self.leso, f.fetch_epoch, self.leader_epoch, topic_id=self.topic_id))
         self._propose_isr(tuple(b for b in self.state.replicas if b in self.isr or b == follower), now_ms, out)
 
     def maybe_shrink_isr(self, now_ms: float, out: Output) -> None:
@@ -512,7 +513,7 @@ class PartitionReplica:
         me = self.env.broker_id
         lagging = [b for b in self.isr if b != me and now_ms - self.followers.get(b, FollowerState()).last_caught_up_ms > lag]
         if lagging:
-            out.emit(IsrShrinkProposed(self.topic, self.partition, tuple(lagging)))
+            out.emit(IsrShrinkProposed(self.topic, self.partition, tuple(lagging), topic_id=self.topic_id))
             self._propose_isr(tuple(b for b in self.isr if b not in lagging), now_ms, out)
 
     def _propose_isr(self, new_isr: tuple[int, ...], now_ms: float, out: Output, recovery: str | None = None) -> None:
@@ -557,7 +558,7 @@ class PartitionReplica:
             self.partition_epoch = st.partition_epoch
             self.pending_isr = None
             self.pending_recovery = None
-            out.emit(IsrCommitted(self.topic, self.partition, tuple(st.isr), st.partition_epoch))
+            out.emit(IsrCommitted(self.topic, self.partition, tuple(st.isr), st.partition_epoch, topic_id=self.topic_id))
             self.on_change()  # an ISR expansion may be possible again
             self._after_isr_change(now_ms, out)
         elif resp.error in (NOT_CONTROLLER, REQUEST_TIMED_OUT):
@@ -568,13 +569,13 @@ class PartitionReplica:
             # for the metadata log to tell us the committed state, as Kafka does; ask again only
             # after a long pause, in case the refusal came from a controller's uncommitted state
             # that a controller failover since threw away (then no metadata update will come).
-            out.emit(IsrChangeRejected(self.topic, self.partition, resp.error, tuple(self.pending_isr)))
+            out.emit(IsrChangeRejected(self.topic, self.partition, resp.error, tuple(self.pending_isr), topic_id=self.topic_id))
             self.awaiting_metadata = True
             self.alter_sent_ms = now_ms
         else:
             # Rejected as it stands (an ineligible replica...): the committed state is the one we
             # know, so roll back to it (§6.5.2).
-            out.emit(IsrChangeRejected(self.topic, self.partition, resp.error, tuple(self.pending_isr)))
+            out.emit(IsrChangeRejected(self.topic, self.partition, resp.error, tuple(self.pending_isr), topic_id=self.topic_id))
             self.pending_isr = None
             self.pending_recovery = None
             self.alter_sent_ms = now_ms
@@ -597,9 +598,9 @@ class PartitionReplica:
         if self.hwm < self.leso:
             # §6.4.2: the local HWM may still be stale; "I don't know" rather than a value that
             # could go back.
-            out.emit(ListOffsets(self.topic, self.partition, self.hwm, self.leso, None))
+            out.emit(ListOffsets(self.topic, self.partition, self.hwm, self.leso, None, topic_id=self.topic_id))
             return ListOffsetsResponse(request_id, self.topic, self.partition, OFFSET_NOT_AVAILABLE)
-        out.emit(ListOffsets(self.topic, self.partition, self.hwm, self.leso, self.hwm))
+        out.emit(ListOffsets(self.topic, self.partition, self.hwm, self.leso, self.hwm, topic_id=self.topic_id))
         return ListOffsetsResponse(request_id, self.topic, self.partition, None, self.hwm)
 
     # --- the follower side ---------------------------------------------------------------------
@@ -629,20 +630,20 @@ class PartitionReplica:
                     # UnifiedLog.append for a follower). Only a cut inside one of the leader's
                     # batches does this: a truncation to the local HWM, before KIP-101.
                     self.fetch_failed = True
-                    out.emit(ReplicaFetchFailed(self.topic, self.partition, UNEXPECTED_APPEND_OFFSET, self.log.end_offset, b.base_offset))
+                    out.emit(ReplicaFetchFailed(self.topic, self.partition, UNEXPECTED_APPEND_OFFSET, self.log.end_offset, b.base_offset, topic_id=self.topic_id))
                     return
                 continue  # already held
             if b.base_offset != self.log.end_offset:
                 break  # a gap: fetch again from the LEO
             self.log.append(b, out)
-            out.emit(Appended(self.topic, self.partition, b.base_offset, b.count, b.leader_epoch, b.crc))
+            out.emit(Appended(self.topic, self.partition, b.base_offset, b.count, b.leader_epoch, b.crc, topic_id=self.topic_id))
             appended += b.count
         if appended:
             self._maybe_flush_follower(appended, out)
         hwm = min(fp.high_watermark, self.log.end_offset)
         if hwm != self.hwm:
             self.hwm = hwm
-            out.emit(ReplicaHwm(self.topic, self.partition, hwm))
+            out.emit(ReplicaHwm(self.topic, self.partition, hwm, topic_id=self.topic_id))
 
     def _maybe_flush_follower(self, messages: int, out: Output) -> None:
         if self.env.sync_flush:
@@ -668,7 +669,7 @@ class PartitionReplica:
         self.durable_end = min(self.durable_end, after)
         self.on_change()
         if after < before:
-            out.emit(Truncated(self.topic, self.partition, reason, before, after))
+            out.emit(Truncated(self.topic, self.partition, reason, before, after, topic_id=self.topic_id))
 
     # --- timers --------------------------------------------------------------------------------
 

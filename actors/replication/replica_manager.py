@@ -27,7 +27,14 @@ from controller_quorum.metadata import PartitionRecord
 from controller_quorum.requests import AlterPartitionResponse, GetReplicaLogInfoRequest, GetReplicaLogInfoResponse
 from observability.events import ReplicaDeleted, ReplicaRecovered
 from storage.codec import pack, unpack
-from storage.partition_log import PartitionLog, partition_dir_files, replica_dir
+from storage.partition_log import (
+    PartitionLog,
+    partition_dir_files,
+    partition_metadata,
+    partition_metadata_path,
+    read_partition_metadata,
+    replica_dir,
+)
 
 from .fetch_session import FollowerSession, LeaderSession
 from .messages import (
@@ -119,10 +126,12 @@ class ReplicaManager:
         for topic, partition, directory, dir_files in partition_dir_files(files):
             log = PartitionLog.recover(directory, dir_files, out, self._segment_bytes(topic))
             replica = self._add_replica((topic, partition), PartitionReplica(self.env, topic, partition, log, hwms.get(f"{topic}-{partition}", 0)))
+            replica.topic_id = read_partition_metadata(dir_files.get(partition_metadata_path(directory)))
             batches = log.batches
             out.emit(ReplicaRecovered(
                 topic, partition, log.end_offset, replica.hwm, log.last_epoch, tuple(b.base_offset for b in batches),
                 tuple(b.count for b in batches), tuple(b.leader_epoch for b in batches), tuple(b.crc for b in batches),
+                replica.topic_id,
             ))
         self.checkpointed = {r.name: r.hwm for r in self.replicas.values()}
         cfg = self.env.settings.config
@@ -156,12 +165,19 @@ class ReplicaManager:
         me = self.env.broker_id
         key = (rec.topic, rec.partition)
         replica = self.replicas.get(key)
+        topic_id = self.env.image.topics.get(rec.topic)
+        if replica is not None and (me not in rec.replicas or replica.topic_id not in (None, topic_id)):
+            # Not a replica any more, or the log of a topic of the same name that was deleted while
+            # this broker was away (Kafka's stray log: its partition.metadata names another topic id).
+            self._remove_replica(key, replica, out)
+            replica = None
         if me not in rec.replicas:
-            if replica is not None:
-                self._remove_replica(key, replica, out)
             return
         if replica is None:
             replica = self._add_replica(key, PartitionReplica(self.env, rec.topic, rec.partition, PartitionLog(replica_dir(*key)), 0))
+        if replica.topic_id is None and topic_id is not None:
+            replica.topic_id = topic_id
+            out.write(Replace(partition_metadata_path(replica.log.directory), partition_metadata(topic_id)))
         replica.log.segment_bytes = self._segment_bytes(rec.topic)
         if rec.leader_epoch < replica.leader_epoch:
             return  # never act on older metadata
@@ -194,6 +210,12 @@ class ReplicaManager:
         default = image.cluster_config.get("log.segment.bytes", self.env.settings.config.log_segment_bytes)
         return image.topic_configs.get(topic, {}).get("segment.bytes", default)
 
+    def remove_partition(self, key: Key, out: Output) -> None:
+        """The partition is gone from the metadata (its topic was deleted): delete its replica."""
+        replica = self.replicas.get(key)
+        if replica is not None:
+            self._remove_replica(key, replica, out)
+
     def _remove_replica(self, key: Key, replica: PartitionReplica, out: Output) -> None:
         self._unfollow(key)
         replica.stop(out)
@@ -203,7 +225,8 @@ class ReplicaManager:
         for path in replica.log.segment_paths():
             out.write(Delete(path))
         out.write(Delete(replica.log.epoch_path))
-        out.emit(ReplicaDeleted(replica.topic, replica.partition))
+        out.write(Delete(partition_metadata_path(replica.log.directory)))
+        out.emit(ReplicaDeleted(replica.topic, replica.partition, replica.topic_id))
 
     def _unfollow(self, key: Key) -> None:
         for f in self.fetchers.values():
@@ -425,11 +448,12 @@ class ReplicaManager:
                 # truncated: the answer says where (the consumer moves back there).
                 epoch, end = replica.log.end_offset_for_epoch(fp.last_fetched_epoch)
                 if epoch < 0 or end < fp.fetch_offset:
-                    parts.append(FetchedPartition(fp.topic, fp.partition, None, replica.hwm, replica.log.end_offset, diverging_epoch=(epoch, end)))
+                    parts.append(FetchedPartition(fp.topic, fp.partition, None, replica.hwm, replica.log.end_offset, diverging_epoch=(epoch, end),
+                                                 topic_id=replica.topic_id))
                     continue
             # Consumers read committed records only: whole batches below the leader's HWM.
             batches = replica.log.read_range(fp.fetch_offset, replica.hwm, MAX_FETCH_BATCHES)
-            parts.append(FetchedPartition(fp.topic, fp.partition, None, replica.hwm, replica.log.end_offset, batches=batches))
+            parts.append(FetchedPartition(fp.topic, fp.partition, None, replica.hwm, replica.log.end_offset, batches=batches, topic_id=replica.topic_id))
         return FetchResponse(req.request_id, tuple(parts))
 
     def on_produce(self, src: str, req: ProduceRequest, now_ms: float, out: Output) -> None:
@@ -458,7 +482,7 @@ class ReplicaManager:
         # offset moves), so it is built once per image state (clients ask often in a failover).
         stamp = (id(img), img.offset)
         if self._metadata_answer is None or self._metadata_answer[0] != stamp:
-            parts = tuple(PartitionMetadata(t, p, rec.leader, rec.leader_epoch) for (t, p), rec in sorted(img.partitions.items()))
+            parts = tuple(PartitionMetadata(t, p, rec.leader, rec.leader_epoch, img.topics.get(t)) for (t, p), rec in sorted(img.partitions.items()))
             brokers = tuple(sorted(b for b, reg in img.brokers.items() if not reg.fenced))
             self._metadata_answer = (stamp, img, parts, brokers)
         _, _, parts, brokers = self._metadata_answer

@@ -153,6 +153,12 @@ class CreateTopic:
 
 
 @dataclass(frozen=True)
+class DeleteTopic:
+    topic: str
+    expect_error: str | None = None
+
+
+@dataclass(frozen=True)
 class CreatePartitions:
     topic: str
     count: int
@@ -160,8 +166,8 @@ class CreatePartitions:
     expect_error: str | None = None
 
 
-AdminCommand = Elect | Reassign | CancelReassignment | AlterConfig | CreateTopic | CreatePartitions
-ADMIN_STEPS = ("elect", "reassign", "cancel_reassignment", "alter_config", "create_topic", "create_partitions")
+AdminCommand = Elect | Reassign | CancelReassignment | AlterConfig | CreateTopic | DeleteTopic | CreatePartitions
+ADMIN_STEPS = ("elect", "reassign", "cancel_reassignment", "alter_config", "create_topic", "delete_topic", "create_partitions")
 ProtocolCommand = Produce | Consume | Load | ListOffsets | AdminCommand
 
 

@@ -17,6 +17,7 @@ from actors.runtime.api import (
     CancelReassignment,
     CreatePartitions,
     CreateTopic,
+    DeleteTopic,
     Elect,
     Reassign,
     StepFailed,
@@ -130,6 +131,8 @@ class RoleCluster:
                 call = lambda ctl, now, out: ctl.alter_config(topic, config, now, out)  # noqa: E731
             case CreateTopic(topic=t):
                 call = lambda ctl, now, out: ctl.create_topic(t.name, t.partitions, t.replication_factor, t.assignment, dict(t.config), now, out)  # noqa: E731
+            case DeleteTopic(topic=topic):
+                call = lambda ctl, now, out: ctl.delete_topic(topic, now, out)  # noqa: E731
             case CreatePartitions(topic=topic, count=count, assignment=assignment):
                 call = lambda ctl, now, out: ctl.create_partitions(topic, count, assignment, now, out)  # noqa: E731
             case _:

@@ -21,8 +21,10 @@ def _committed(history: DataFrame, kind: str, key: tuple[str, ...], columns: tup
 
 
 def committed_partitions(history: DataFrame) -> DataFrame:
-    """(run, topic, partition, metadata_offset, time_ms, PARTITION_COLUMNS...), one row per record."""
-    return _committed(history, "partition_change", ("topic", "partition"), PARTITION_COLUMNS)
+    """(run, topic, topic_id, partition, metadata_offset, time_ms, PARTITION_COLUMNS...), one row per
+    record. A topic deleted and created again under its name has another `topic_id`: its partitions'
+    epochs start anew."""
+    return _committed(history, "partition_change", ("topic", "topic_id", "partition"), PARTITION_COLUMNS)
 
 
 def committed_brokers(history: DataFrame) -> DataFrame:

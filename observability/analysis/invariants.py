@@ -65,11 +65,11 @@ def election_safety(history: DataFrame, partitions: DataFrame) -> list[DataFrame
               .groupBy("run", "epoch").agg(F.sort_array(F.collect_set("node")).alias("leaders"), F.min("time_ms").alias("time_ms"))
               .where(F.size("leaders") > 1))
     brokers = (history.where(F.col("kind") == "become_leader")
-               .groupBy("run", "topic", "partition", "leader_epoch")
+               .groupBy("run", "topic", "topic_id", "partition", "leader_epoch")
                .agg(F.sort_array(F.collect_set("node")).alias("leaders"), F.min("time_ms").alias("time_ms"))
                .where(F.size("leaders") > 1))
     committed = (partitions.where(F.col("leader").isNotNull())
-                 .groupBy("run", "topic", "partition", "leader_epoch")
+                 .groupBy("run", "topic", "topic_id", "partition", "leader_epoch")
                  .agg(F.sort_array(F.collect_set("leader")).alias("leaders"), F.min("time_ms").alias("time_ms"))
                  .where(F.size("leaders") > 1))
     return [
@@ -83,7 +83,7 @@ def election_safety(history: DataFrame, partitions: DataFrame) -> list[DataFrame
 
 
 def monotonic_epochs(partitions: DataFrame, brokers: DataFrame) -> list[DataFrame]:
-    order = Window.partitionBy("run", "topic", "partition").orderBy("metadata_offset")
+    order = Window.partitionBy("run", "topic", "topic_id", "partition").orderBy("metadata_offset")
     p = (partitions.withColumn("prev_leader_epoch", F.lag("leader_epoch").over(order))
          .withColumn("prev_partition_epoch", F.lag("partition_epoch").over(order))
          .where((F.col("leader_epoch") < F.col("prev_leader_epoch")) | (F.col("partition_epoch") < F.col("prev_partition_epoch"))))

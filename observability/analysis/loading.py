@@ -196,7 +196,7 @@ def _matrix_keys(path: Path, columns: list[str]) -> list[str]:
 
 # The columns the checks read; the files have about a hundred (every kind's), and caching only
 # these keeps the cache, and every scan of it, small.
-COLUMNS = ("time_ms", "node", "incarnation", "node_seq", "kind", "producer", "sequence", "topic", "partition",
+COLUMNS = ("time_ms", "node", "incarnation", "node_seq", "kind", "producer", "sequence", "topic", "topic_id", "partition",
            "acks", "outcome", "offset", "latency_ms", "consumer", "poll", "broker", "complete",
            # windows.py: partition states and faults
            "leader", "isr", "metadata_offset", "fault", "target",

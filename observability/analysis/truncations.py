@@ -52,7 +52,8 @@ from pyspark.sql import functions as F
 from observability.events import UNCLEAN_ELECTIONS
 
 NAME = "LeaderCompleteness"
-REPLICA = ("run", "node", "incarnation", "topic", "partition")  # one replica in one process life
+# One replica in one process life (a topic deleted and created again under its name: two replicas).
+REPLICA = ("run", "node", "incarnation", "topic", "topic_id", "partition")
 ROLE_KINDS = ("become_leader", "become_follower")
 TIMELINE_KINDS = ("replica_recovered", "replica_hwm", "replica_deleted", "truncated", *ROLE_KINDS)
 NO_EPOCH = -1

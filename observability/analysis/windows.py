@@ -85,13 +85,24 @@ def min_isr_tables(spark, runs: dict[str, Path]) -> tuple[DataFrame, DataFrame]:
 
 def partition_states(history: DataFrame) -> DataFrame:
     """Each committed partition record, once, with the span of time it holds: (run, topic,
-    partition, leader, isr, time_ms, until_ms; until null for the last).
+    partition, leader, isr, time_ms, until_ms; until null for the last). A record holds until the
+    partition's next one, or until its topic is deleted (`topic_deleted`), whichever comes first.
 
     Each record from its earliest report (committed.py): the first moment any voter knew it
     committed."""
     changes = committed_partitions(history).select("run", "topic", "partition", "metadata_offset", "time_ms", "leader", "isr")
     order = Window.partitionBy("run", "topic", "partition").orderBy("metadata_offset")
-    return changes.withColumn("until_ms", F.lead("time_ms").over(order))
+    states = (changes.withColumn("until_ms", F.lead("time_ms").over(order))
+              .withColumn("next_offset", F.lead("metadata_offset").over(order)))
+    deletions = (history.where(F.col("kind") == "topic_deleted")
+                 .groupBy("run", "topic", "metadata_offset").agg(F.min("time_ms").alias("deleted_ms")))
+    ends = ((F.col("s.run") == F.col("d.run")) & (F.col("s.topic") == F.col("d.topic"))
+            & (F.col("d.metadata_offset") > F.col("s.metadata_offset"))
+            & (F.col("s.next_offset").isNull() | (F.col("d.metadata_offset") < F.col("s.next_offset"))))
+    columns = ("run", "topic", "partition", "metadata_offset", "time_ms", "leader", "isr", "until_ms")
+    return (states.alias("s").join(F.broadcast(deletions.alias("d")), ends, "left")
+            .groupBy(*(F.col(f"s.{c}").alias(c) for c in columns)).agg(F.min("d.deleted_ms").alias("deleted_ms"))
+            .select(*columns[:-1], F.coalesce("deleted_ms", "until_ms").alias("until_ms")))
 
 
 def partition_seconds(history: DataFrame, runs: dict[str, Path], last: DataFrame) -> DataFrame:

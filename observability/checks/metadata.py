@@ -38,7 +38,15 @@ class MetadataChecks:
     def __call__(self, rec: EventRecord) -> None:
         ev = rec.event
         kind = ev.kind
-        if kind not in ("partition_change", "broker_change") or ev.metadata_offset < self._offset:
+        if kind not in ("partition_change", "broker_change", "topic_deleted") or ev.metadata_offset < self._offset:
+            return
+        if kind == "topic_deleted":
+            # A topic created again under the name starts its epochs anew (a new topic id).
+            self._offset = ev.metadata_offset
+            for key in [k for k in self.partitions if k[0] == ev.topic]:
+                del self.partitions[key]
+                self._partition_epochs.pop(key, None)
+                self._touched.discard(key)
             return
         if kind == "partition_change":
             # A MinISR change reports partitions again at its own offset: several per offset.

@@ -102,6 +102,7 @@ class PartitionChecks:
             "isr_expand_proposed": self._on_isr_expand_proposed,
             "produce_ack": self._on_produce_ack,
             "consume": self._on_consume,
+            "topic_deleted": self._on_topic_deleted,
         }
 
     # --- events -------------------------------------------------------------------------------------
@@ -180,8 +181,33 @@ class PartitionChecks:
                 f"{rec.node} proposed adding {ev.follower} to the ISR of {ev.topic}-{ev.partition} at LEO {ev.leo} (HWM {ev.hwm}, LESO {ev.leso}, fetch epoch {ev.fetch_epoch}/{ev.leader_epoch})",
             )
 
+    def _on_topic_deleted(self, rec: EventRecord) -> None:
+        """A deleted topic's partitions start over if it is created again: forget what was judged
+        of them (the view, read before, has dropped their replicas and metadata)."""
+        topic = rec.event.topic
+
+        def forget(table: dict | set, key_of=lambda k: k) -> None:
+            for k in [k for k in table if key_of(k)[0] == topic]:
+                if isinstance(table, set):
+                    table.discard(k)
+                else:
+                    del table[k]
+
+        for table in (self.true_hwm, self.committed, self._leader_checked, self._acked, self._lost_checked, self._lossy,
+                      self._unclean_epoch, self._rebased_epoch, self._readers, self.beyond_tolerance, self._dirty,
+                      self._acks_dirty, self._reads_dirty):
+            forget(table)
+        for table in (self._pairs_checked, self._leader_hwm_seen):
+            forget(table, lambda k: k[0])
+        for table in (self._reads, self._read_offsets, self._reads_checked):
+            forget(table, lambda k: k[1])
+        for caught_up in self._unclean_start.values():
+            forget(caught_up)
+
     def _on_produce_ack(self, rec: EventRecord) -> None:
         ev = rec.event
+        if ev.topic_id in self.view.deleted_topic_ids:
+            return  # neither lost nor required (contract.md)
         if ev.outcome == "ok" and ev.acks == "all":
             key = (ev.topic, ev.partition)
             self._acked.setdefault(key, []).append(AckedBatch(ev.topic, ev.partition, ev.first_offset, len(ev.sequences), ev.batch_crc, ev.acks))
@@ -189,6 +215,8 @@ class PartitionChecks:
 
     def _on_consume(self, rec: EventRecord) -> None:
         ev = rec.event
+        if ev.topic_id in self.view.deleted_topic_ids:
+            return
         key = (ev.topic, ev.partition)
         reads = self._reads.get((ev.consumer, key))
         if reads is None:

@@ -41,7 +41,8 @@ class LostRecords:
         ev = rec.event
         kind = ev.kind
         if kind == "produce_ack":
-            if ev.outcome == "ok" and ev.acks == "all" and ev.first_offset is not None:
+            deleted = self.view is not None and ev.topic_id in self.view.deleted_topic_ids
+            if ev.outcome == "ok" and ev.acks == "all" and ev.first_offset is not None and not deleted:
                 key = (ev.topic, ev.partition)
                 self.batches.setdefault(key, []).append((ev.first_offset, len(ev.sequences), ev.batch_crc))
                 self._dirty.add(key)
@@ -52,6 +53,12 @@ class LostRecords:
                 self._dirty.add(key)
         elif kind in CLUSTER_EVENTS or (kind == "fault" and ev.fault.startswith("crash_")):
             self._all_dirty = True
+        elif kind == "topic_deleted":
+            # Neither lost nor required (contract.md); a topic created again starts its own count.
+            for table in (self.batches, self._state, self._lost):
+                for key in [k for k in table if k[0] == ev.topic]:
+                    del table[key]
+            self._dirty = {k for k in self._dirty if k[0] != ev.topic}
 
     def count(self) -> int:
         if self.view is None:

@@ -128,6 +128,7 @@ class MetricsModel:
         self.violations: dict[str, int] = dict.fromkeys(sorted(INVARIANT_NAMES), 0)
         self._handlers: dict[str, Callable[[EventRecord], None]] = {
             "partition_change": self._on_partition_change,
+            "topic_deleted": self._on_topic_deleted,
             "broker_change": self._on_broker_change,
             "become_leader": self._on_become_leader,
             "become_follower": self._on_not_leader,
@@ -158,6 +159,17 @@ class MetricsModel:
             return  # a lagging voter repeats a record already taken
         self._metadata_offset = ev.metadata_offset
         self.partitions[(ev.topic, ev.partition)] = ev
+
+    def _on_topic_deleted(self, rec: EventRecord) -> None:
+        """The topic's partition series end (a topic created again under the name starts its own)."""
+        topic = rec.event.topic
+        for key in [k for k in self.partitions if k[0] == topic]:
+            del self.partitions[key]
+            self.partition_hwm.pop(key, None)
+        for node_key in [k for k in self.hwm if k[1][0] == topic]:
+            del self.hwm[node_key]
+        for keys in self.leading.values():
+            keys.difference_update([k for k in keys if k[0] == topic])
 
     def _on_broker_change(self, rec: EventRecord) -> None:
         ev = rec.event

@@ -46,6 +46,27 @@ def signal_when(proc: subprocess.Popen, ready, sig: int, timeout_s: float = 120)
     return proc.returncode, err
 
 
+def cpu_seconds(pid: int) -> float:
+    """The CPU time a process has used (user + system): how far a simulated run got, whatever
+    else the machine is doing (a wall-clock wait records less on a loaded machine)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def after_cpu_seconds(proc: subprocess.Popen, started, seconds: float):
+    """A readiness test: `started()` held, and the process has used `seconds` of CPU since."""
+    since: list[float] = []
+
+    def ready() -> bool:
+        if not since:
+            if not started():
+                return False
+            since.append(cpu_seconds(proc.pid))
+        return cpu_seconds(proc.pid) >= since[0] + seconds
+
+    return ready
+
+
 def long_scenario(tmp_path: Path) -> Path:
     (tmp_path / "c.yaml").write_text(LONG)
     campaign = load_campaign(str(tmp_path / "c.yaml"))
@@ -61,7 +82,7 @@ def test_an_interrupted_run_keeps_what_it_recorded_and_exits_130_or_143(tmp_path
         out = tmp_path / f"run-{sig.name}"
         proc = start(["run", str(scenario), "--out", str(out)], tmp_path)
         events = lambda: any(p.name.startswith(f".{out.name}.partial-") for p in tmp_path.iterdir())  # noqa: E731
-        code_seen, err = signal_when(proc, lambda: events() and time.sleep(1.0) is None, sig)
+        code_seen, err = signal_when(proc, after_cpu_seconds(proc, events, 1.0), sig)
         assert code_seen == code, err
         assert said in err and f"is in {out}" in err and "Traceback" not in err
         assert sorted(p.name for p in out.iterdir()) == ["events", "interrupted.txt", "metrics.om", "scenario.yaml"]

@@ -131,6 +131,38 @@ def test_without_check_quorum_an_isolated_leader_keeps_leading():
     assert sim.violations == {}  # different epochs: not an ElectionSafety violation
 
 
+def test_a_leader_shut_down_gracefully_hands_over_at_once_and_stops_once_it_knows_the_new_leader():
+    # KafkaRaftClient.shutdown: the leader resigns and sends EndQuorumEpoch; its first preferred
+    # successor canvasses at once (with the resigned leader's pre-vote and vote), long before a
+    # fetch timeout; the old leader stops once the new one's BeginQuorumEpoch reaches it.
+    sim = quorum_world(seed=9)
+    sim.run_for(3_000)
+    leader = leader_of(sim)
+    epoch = rafts(sim)[leader].epoch
+    asked = sim.now_ms
+    sim.request_shutdown(leader)
+    assert sim.is_running(leader) and rafts(sim)[leader].state is RaftState.RESIGNED
+    sim.run_for(5_000, stop=lambda: not sim.is_running(leader))
+    assert sim.now_ms - asked < 100  # the fetch timeout is 2000 ms
+    new = leader_of(sim)
+    assert new not in (None, leader) and rafts(sim)[new].epoch == epoch + 1
+    assert sim.violations == {}
+
+
+def test_a_leader_that_learns_of_no_new_leader_stops_after_the_shutdown_timeout():
+    sim = quorum_world(seed=10)
+    sim.run_for(3_000)
+    leader = leader_of(sim)
+    sim.network.isolate(leader)
+    asked = sim.now_ms
+    sim.request_shutdown(leader)
+    sim.run_until(asked + 4_999)
+    assert sim.is_running(leader)  # Resigned, waiting (its election timeout does not apply)
+    assert rafts(sim)[leader].state is RaftState.RESIGNED
+    sim.run_until(asked + 5_000)
+    assert not sim.is_running(leader)  # KafkaRaftClientDriver's shutdown(5000)
+
+
 def partition_a_follower(prevote: bool, seed: int = 7):
     sim = quorum_world(seed=seed, prevote=prevote)
     sim.run_for(3_000)
@@ -168,6 +200,18 @@ def test_the_same_seed_gives_the_same_quorum_trace():
         sim = quorum_world(seed=seed)
         sim.run_for(3_000)
         sim.crash(leader_of(sim), CrashKind.OS)
+        sim.run_for(5_000)
+        return sim.trace_hash()
+
+    assert trace(11) == trace(11)
+    assert trace(11) != trace(12)
+
+
+def test_the_same_seed_gives_the_same_trace_through_a_graceful_shutdown():
+    def trace(seed):
+        sim = quorum_world(seed=seed)
+        sim.run_for(3_000)
+        sim.request_shutdown(leader_of(sim))
         sim.run_for(5_000)
         return sim.trace_hash()
 

@@ -15,6 +15,7 @@ from .step_spec import (
     CreateTopicStep,
     ConsumeStep,
     CrashStep,
+    DeleteTopicStep,
     ElectStep,
     ExpectStep,
     HealStep,
@@ -209,6 +210,8 @@ def _steps(sc: Scenario) -> Iterator[Problem]:
                     yield f"{at}.replicas", f"a broker appears twice in {a.replicas}"
             case CreateTopicStep(create_topic=a) if a.expect_error is None:
                 yield from _topic(sc, a, at)
+            case DeleteTopicStep() if step.target().expect_error is None and sc.topic(step.target().name) is None:
+                yield at, f"unknown topic {step.target().name!r}"
             case CreatePartitionsStep(create_partitions=a) if a.expect_error is None:
                 t = sc.topic(a.topic)
                 if t is None:

@@ -78,10 +78,11 @@ class Scenario(Strict):
         an error make nothing)."""
         found = next((t for t in self.topics if t.name == name), None)
         for step in self.steps:
-            if isinstance(step, CreateTopicStep) and found is None:
+            if isinstance(step, CreateTopicStep):
                 args = step.create_topic
                 if args.name == name and args.expect_error in (None, "NONE"):
-                    found = args
+                    # Created again after a `delete_topic`: either incarnation's partitions may be named.
+                    found = args if found is None else found.model_copy(update={"partitions": max(found.partitions, args.partitions)})
             elif isinstance(step, CreatePartitionsStep) and found is not None:
                 args = step.create_partitions
                 if args.topic == name and args.expect_error in (None, "NONE"):

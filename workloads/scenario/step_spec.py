@@ -183,6 +183,10 @@ class CreateTopicArgs(TopicSpec):
     expect_error: KafkaErrorName | None = None
 
 
+class DeleteTopicArgs(AdminArgs):
+    name: Annotated[str, Field(pattern=TOPIC_PATTERN)]
+
+
 class CreatePartitionsArgs(AdminArgs):
     topic: Annotated[str, Field(pattern=TOPIC_PATTERN)]
     count: PositiveInt = Field(description="the number of partitions the topic grows to")
@@ -323,6 +327,15 @@ class CreateTopicStep(StepBase):
     create_topic: CreateTopicArgs
 
 
+class DeleteTopicStep(StepBase):
+    """`delete_topic: NAME` or `delete_topic: {name, expect_error}`."""
+
+    delete_topic: Annotated[str, Field(pattern=TOPIC_PATTERN)] | DeleteTopicArgs
+
+    def target(self) -> DeleteTopicArgs:
+        return self.delete_topic if isinstance(self.delete_topic, DeleteTopicArgs) else DeleteTopicArgs(name=self.delete_topic)
+
+
 class CreatePartitionsStep(StepBase):
     create_partitions: CreatePartitionsArgs
 
@@ -347,6 +360,7 @@ STEP_TYPES: dict[str, type[StepBase]] = {
     "alter_config": AlterConfigStep,
     "cancel_reassignment": CancelReassignmentStep,
     "create_topic": CreateTopicStep,
+    "delete_topic": DeleteTopicStep,
     "create_partitions": CreatePartitionsStep,
 }
 
