@@ -1,16 +1,18 @@
-"""How `make test` shares this machine's two cores between the tiers (pytest-xdist: `-n 2
---dist loadscope`, with the groups this module's scheduler makes).
+"""How `make test` shares this machine's two cores between the tiers.
 
-The simulator's tests are CPU-bound; the Ray tier mostly waits out real timeouts (a broker's 9 s
-session is 9 s). Run side by side, each fills the other's idle time. So:
+It runs in two passes (Makefile). First every tier that starts no Ray, on two pytest-xdist workers
+(`-n 2 --dist loadscope`, with the groups this module's scheduler makes): the simulator's tests
+are CPU-bound and independent, so two run at once. Then the tiers that start a Ray (markers `ray`
+and `testbed`), in one process, one test after another: their timeouts are real time (a broker's
+9 s session is 9 s), and CPU-bound tests beside them made them late (a run measured with both in
+one pass failed four of them and took as long as one process for everything).
 
-- every module that starts a Ray (tests/ray, tests/testbed, and RayDP's comparison in tests/spark)
-  is one group, run by one worker one module after another, as without xdist: the Ray tests already
-  run three clusters at a time, and two Rays at once would double that on two cores;
+The groups of the first pass:
 - the Spark tests share one Spark session (tests/spark/conftest.py) and the Prometheus tests one
-  Prometheus: each of these tiers is a group;
+  Prometheus: each of these tiers is a group, run by one worker;
 - every other module is a group of its own, so that its module-scoped fixtures (a sweep's or a
-  suite's runs) are computed once, by one worker.
+  suite's runs) are computed once, by one worker;
+- the modules that start a Ray are one group too, should a run select them with xdist.
 
 Groups go out largest first; a worker takes the next group when it is nearly done with its own.
 Without xdist (`pytest tests`, one process) none of this applies.

@@ -52,8 +52,13 @@ from pyspark.sql import functions as F
 from observability.events import UNCLEAN_ELECTIONS
 
 NAME = "LeaderCompleteness"
-# One replica in one process life (a topic deleted and created again under its name: two replicas).
-REPLICA = ("run", "node", "incarnation", "topic", "topic_id", "partition")
+# One replica in one process life (a topic deleted and created again under its name: two replicas,
+# told apart by `topic_key`, the topic id, "" where a history has none: a join key is never null).
+REPLICA = ("run", "node", "incarnation", "topic", "topic_key", "partition")
+
+
+def _with_topic_key(rows: DataFrame) -> DataFrame:
+    return rows.withColumn("topic_key", F.coalesce(F.col("topic_id"), F.lit("")))
 ROLE_KINDS = ("become_leader", "become_follower")
 TIMELINE_KINDS = ("replica_recovered", "replica_hwm", "replica_deleted", "truncated", *ROLE_KINDS)
 NO_EPOCH = -1
@@ -71,7 +76,7 @@ def _replica_timeline(history: DataFrame) -> DataFrame:
     so_far = _replica_so_far()
     kind = F.col("kind")
     role_epoch = F.when(kind.isin(*ROLE_KINDS), F.col("leader_epoch"))
-    rows = (history.where(kind.isin(*TIMELINE_KINDS))
+    rows = (_with_topic_key(history.where(kind.isin(*TIMELINE_KINDS)))
             .select(*REPLICA, "node_seq", "time_ms", "kind", "hwm", "last_epoch", "leader_epoch", "offset",
                     "from_offset", "reason")
             .withColumn("epoch", F.last(role_epoch, ignorenulls=True).over(so_far)))
@@ -149,7 +154,7 @@ def _excuse_the_same_records_fetched_again(cuts: DataFrame, rows: DataFrame) -> 
     if not found:
         return cuts
     c = F.broadcast(spark.createDataFrame(found, c.schema))
-    appends = (rows.where(F.col("kind") == "appended")
+    appends = (_with_topic_key(rows.where(F.col("kind") == "appended"))
                .select(*REPLICA, "node_seq", F.col("offset").alias("base"), "count", "batch_crc"))
     cut = [*REPLICA, "cut_seq"]
     at_cut_offsets = appends.where(F.col("base").isin(sorted({r["cut_offset"] for r in found})))
