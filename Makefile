@@ -6,13 +6,15 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench schema conformance conformance-ray clean
+.PHONY: demo test docs bench schema conformance conformance-ray clean
 
+# pip's and setuptools' own notices go to .venv/install.log, shown only when the install fails.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[test]"
-	touch $(STAMP)
+	@echo "installing kraftlab and its dependencies into $(VENV) (the log: $(VENV)/install.log)"
+	@$(BIN)/pip install --quiet --upgrade pip > $(VENV)/install.log 2>&1 && \
+	  $(BIN)/pip install --quiet -e ".[test,docs]" >> $(VENV)/install.log 2>&1 || { cat $(VENV)/install.log; exit 1; }
+	@touch $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/kraftlab demo
@@ -24,6 +26,10 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadscope -m "not ray and not testbed" tests; first=$$?; \
 	$(BIN)/python -m pytest -q -m "ray or testbed" tests; second=$$?; \
 	test $$first -eq 0 && test $$second -eq 0
+
+# The documentation site (mkdocs.yml, docs/) into site/; --strict: a broken link or a missing page fails.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 bench: $(STAMP)
 	$(BIN)/python bench/sim_throughput.py
@@ -46,4 +52,4 @@ conformance-ray: $(STAMP)
 	$(BIN)/python -m kraftlab.conformance --ray
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) runs site .pytest_cache

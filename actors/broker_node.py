@@ -2,14 +2,23 @@
 controller, heartbeats, takes part in controlled shutdown, and hosts partition replicas (the data
 plane lives in `actors.replication`).
 
-Lifecycle (replication-correctness.md §6.5.1; kafka-replication-deep-dive.txt, "Preferred leader
+Lifecycle (the protocol description §6.5.1; the replication deep dive, "Preferred leader
 and clean leader failover"):
 - start: read the clean-shutdown marker (the broker epoch of the last clean stop, or none after a
   crash) and register, carrying that previous epoch;
 - every broker.heartbeat.interval.ms: heartbeat with the epoch and the metadata offset applied;
   the controller answers whether the broker is fenced;
 - controlled shutdown: heartbeats ask to shut down until the controller, having moved leadership
-  away, answers should_shut_down; then flush, leave the marker and stop.
+  away, answers should_shut_down; then flush, leave the marker and stop;
+- a failed log directory (KIP-858, the `fail_log_dir` step; `fail_log_dir` below): the broker stops
+  serving the replicas in it and names it in every heartbeat until it restarts; the controller
+  moves their leadership away and takes them out of the ISR. Directory 0 holds the metadata log:
+  its failure halts the broker. A directory the controller has not acknowledged (a heartbeat
+  answered since) within log.dir.failure.timeout.ms shuts the broker down. Modelled: which replicas
+  go offline, the heartbeat, the halt and the timeout. Not modelled: the I/O errors themselves
+  (the step says which directory fails; its files stay as they were, and come back at restart),
+  and the controlled shutdown Kafka tries first when the timeout shuts it down (the controller
+  could not be reached for that long, so the broker was fenced: it would go at once).
 """
 
 from __future__ import annotations
@@ -50,6 +59,8 @@ from observability.events import (
     BrokerStarting,
     ControlledShutdownRequested,
     DataPlaneServing,
+    LogDirFailed,
+    LogDirFailureTimeout,
 )
 
 REGISTRATION_RETRY_MS = 500  # after a refusal (DUPLICATE_BROKER_REGISTRATION) or no controller known
@@ -57,6 +68,9 @@ REGISTRATION_RETRY_MS = 500  # after a refusal (DUPLICATE_BROKER_REGISTRATION) o
 # registration in flight; its channel's timeout is controller.quorum.request.timeout.ms, 2 s).
 REGISTRATION_TIMEOUT_MS = 2_000
 NOT_CONTROLLER_BACKOFF_MS = 100
+# The log directory that also holds the metadata log (Kafka's metadata.log.dir defaults to the first
+# of log.dirs): losing it halts the broker.
+METADATA_LOG_DIR = 0
 
 
 class MetadataFollower:
@@ -105,6 +119,15 @@ class BrokerNode:
         self.registration_in_flight = False
         self.data_plane = ReplicaManager(self)
         self.serving = False  # the data plane follows the metadata (see the module docstring)
+        # KIP-858. Every directory that failed since the start, and whether a heartbeat answer has
+        # acknowledged it (Kafka's BrokerLifecycleManager.offlineDirs); when an unacknowledged one
+        # shuts the broker down; the directories the latest heartbeat named.
+        self.offline_log_dirs: dict[int, bool] = {}
+        self.dir_failure_deadlines: dict[int, float] = {}
+        self.heartbeat_offline_dirs: tuple[int, ...] = ()
+        # The metadata log's directory failed: the process halts (the driver stops it as a crash);
+        # until then it does nothing.
+        self.halted = False
         c = settings.config
         self.sync_flush = settings.storage.value == "fsync" or c.log_flush_interval_messages == 1
 
@@ -139,6 +162,7 @@ class BrokerNode:
     def _finish(self, now_ms: float, out: Output) -> Output:
         self._follow_metadata(now_ms, out)
         deadlines = [d for d in (self.raft.next_deadline(), self.next_request_ms, self.data_plane.next_deadline()) if d is not None]
+        deadlines += self.dir_failure_deadlines.values()
         out.next_deadline_ms = min(deadlines) if deadlines else None
         out.sends = coalesce(out.sends, ProduceResponse, ProduceResponses)
         return out
@@ -174,15 +198,19 @@ class BrokerNode:
         if self.epoch is None:
             self.registration_id += 1
             self.registration_in_flight = True
-            req = BrokerRegistrationRequest(self.broker_id, self.settings.rack_of(self.broker_id), self.previous_epoch, self.registration_id)
+            req = BrokerRegistrationRequest(self.broker_id, self.settings.rack_of(self.broker_id), self.previous_epoch, self.registration_id,
+                                            log_dirs=tuple(range(self.settings.log_dirs)))
             self.next_request_ms = now_ms + REGISTRATION_TIMEOUT_MS
         else:
-            req = BrokerHeartbeatRequest(self.broker_id, self.epoch, self.raft.applied, self.want_shutdown)
+            self.heartbeat_offline_dirs = tuple(sorted(self.offline_log_dirs))
+            req = BrokerHeartbeatRequest(self.broker_id, self.epoch, self.raft.applied, self.want_shutdown, self.heartbeat_offline_dirs)
             self.next_request_ms = now_ms + self.settings.config.broker_heartbeat_interval_ms
         out.send(Envelope(self.node_id, target, req))
 
     def handle(self, envelope: Envelope, now_ms: float) -> Output:
         out = Output()
+        if self.halted:
+            return out
         p = envelope.payload
         if self.raft.handle(envelope, now_ms, out):
             pass
@@ -251,6 +279,7 @@ class BrokerNode:
         if resp.error is not None:
             return False
         self.controller = src
+        self._acknowledge_offline_dirs()
         if resp.is_fenced != self.fenced:
             self.fenced = resp.is_fenced
             out.emit(BrokerSession(self.epoch, resp.is_fenced))
@@ -262,13 +291,61 @@ class BrokerNode:
         return False
 
     def _stop(self, marker: bytes, out: Output) -> None:
-        """A clean stop: checkpoint the HWMs, then flush everything and leave the marker."""
+        """A clean stop: checkpoint the HWMs, then flush everything and leave the marker. After a
+        log directory failed the marker holds no epoch: Kafka's
+        LogManager.readBrokerEpochFromCleanShutdownFiles finds none unless every directory has a
+        clean-shutdown file, and the failed one got none, so the broker registers as after an
+        unclean shutdown (KIP-966)."""
         self.data_plane.checkpoint_hwms(out)
         self.data_plane.stop_all(out)
-        out.write(StopProcess(marker))
+        out.write(StopProcess(b"" if self.offline_log_dirs else marker))
+
+    # --- log directory failures (KIP-858) ----------------------------------------------------------
+
+    def fail_log_dir(self, log_dir: int, now_ms: float) -> tuple[Output, bool]:
+        """The log directory `log_dir` failed (the `fail_log_dir` step): Kafka's
+        ReplicaManager.handleLogDirFailure. Returns the output and whether the broker halts: its
+        driver then stops the process as a process crash."""
+        out = Output()
+        if self.halted or log_dir in self.offline_log_dirs:
+            return out, False  # already offline (handleLogDirFailure returns when !isLogDirOnline)
+        if log_dir == METADATA_LOG_DIR:
+            # ReplicaManager.handleLogDirFailure: "Shutdown broker because the metadata log dir
+            # $dir has failed", Exit.halt(1): no clean shutdown, no heartbeat telling the controller.
+            out.emit(LogDirFailed(log_dir, True))
+            self.halted = True
+            return out, True
+        out.emit(LogDirFailed(log_dir, False))
+        self.data_plane.fail_dir(log_dir, now_ms, out)
+        # BrokerLifecycleManager.propagateDirectoryFailure: named in every heartbeat from now on,
+        # the next one at once (if registered), and a deadline for the controller to acknowledge it.
+        self.offline_log_dirs[log_dir] = False
+        self.dir_failure_deadlines[log_dir] = now_ms + self.settings.config.log_dir_failure_timeout_ms
+        if self.epoch is not None and not self.want_shutdown:
+            self.next_request_ms = now_ms
+        return self._finish(now_ms, out), False
+
+    def _acknowledge_offline_dirs(self) -> None:
+        """A heartbeat answered without error: the controller knows the directories it named
+        (BrokerHeartbeatResponseEvent marks each of `currentOfflineDirs` acknowledged)."""
+        for d in self.heartbeat_offline_dirs:
+            self.offline_log_dirs[d] = True
+            self.dir_failure_deadlines.pop(d, None)
+
+    def _unacknowledged_dir_expired(self, now_ms: float) -> int | None:
+        """A failed directory the controller has not acknowledged in time (OfflineDirBrokerFailureEvent)."""
+        return next((d for d, at in sorted(self.dir_failure_deadlines.items()) if now_ms >= at and not self.offline_log_dirs[d]), None)
 
     def tick(self, now_ms: float) -> Output:
         out = Output()
+        if self.halted:
+            return out
+        expired = self._unacknowledged_dir_expired(now_ms)
+        if expired is not None:
+            # "Shutting down because couldn't communicate offline log dir with controllers".
+            out.emit(LogDirFailureTimeout(expired))
+            self._stop(b"", out)
+            return out
         self.raft.tick(now_ms, out)
         self.data_plane.tick(now_ms, out)
         if self.next_request_ms is not None and now_ms >= self.next_request_ms:

@@ -1,5 +1,5 @@
 """Which role each node of a scenario runs: brokers b1..bN run `BrokerNode`, controller voters
-c1..cM run `ControllerNode` (contract.md)."""
+c1..cM run `ControllerNode` (docs/reference)."""
 
 from __future__ import annotations
 

@@ -36,6 +36,9 @@ class KafkaSettings:
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_seconds: int = 300
     leader_imbalance_per_broker_percentage: int = 10  # accepted, unused by the KRaft controller (as Kafka's)
+    # How long a broker waits for the controller to acknowledge a failed log directory in a
+    # heartbeat before it shuts down (Kafka's log.dir.failure.timeout.ms, KIP-858).
+    log_dir_failure_timeout_ms: int = 30_000
 
 
 @dataclass(frozen=True)
@@ -58,11 +61,14 @@ class ClusterSettings:
     storage: StorageMode
     config: KafkaSettings
     protocol: ProtocolSettings
+    # Log directories per broker, numbered 0..log_dirs-1 (Kafka's log.dirs); directory 0 also holds
+    # the broker's metadata log (Kafka's metadata.log.dir defaults to the first of log.dirs).
+    log_dirs: int = 1
 
     @property
     def voters(self) -> tuple[str, ...]:
         return tuple(f"c{i}" for i in range(1, self.controllers + 1))
 
     def rack_of(self, broker: int) -> str | None:
-        """Brokers are assigned to racks round-robin (contract.md)."""
+        """Brokers are assigned to racks round-robin (docs/reference)."""
         return None if self.racks is None else f"rack{(broker - 1) % self.racks}"

@@ -1,6 +1,6 @@
 """What a node's disk kept after a crash, told as history events (both drivers report it).
 
-A crash's effect on the logs is a fact the history must carry (contract.md: "what a crash's lost
+A crash's effect on the logs is a fact the history must carry (docs/reference: "what a crash's lost
 page cache took"): the checks judge whether committed data is still somewhere, and whether a
 replica lost data while it was a leader candidate, from it. The driver that crashed the node reads
 its surviving files the way the node will recover them (the same recovery code, with nothing

@@ -3,7 +3,7 @@
 Every controller applies committed records to `committed` (its image of the cluster). The active
 controller (the Raft leader) also keeps `working`: the committed image plus the records it has
 appended but not yet committed, so that one change builds on the previous one (it is
-single-threaded, replication-correctness.md §6.3). Answers to brokers are sent only once the records
+single-threaded, the protocol description §6.3). Answers to brokers are sent only once the records
 they depend on are committed; if leadership is lost first they are never sent, and brokers retry.
 
 Broker lifecycle (§6.5.1): registration grants a new broker epoch (the offset of its
@@ -12,6 +12,12 @@ epoch marks an unclean shutdown, which removes the broker from every ELR (KIP-96
 the session alive; a broker silent for broker.session.timeout.ms is fenced; a fenced broker that has
 caught up with the metadata log is unfenced; a controlled shutdown moves leadership away and takes
 the broker out of ISRs before it is told to stop.
+
+Log directories (KIP-858): a broker registers its directories and reports in every heartbeat those
+that failed; the first heartbeat naming one takes the broker out of the ISR and leadership of every
+partition with a replica there, then records the directories left online
+(`_handle_directories_offline`). A replica in an offline directory is not an acceptable leader
+(partition_change.py). New replicas are placed in directories by log_dirs.py.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from observability.events import (
 
 from .messages import LogEntry
 from .metadata import (
+    DEFAULT_DIR,
     RECOVERED,
     RECOVERING,
     BrokerRegistration,
@@ -53,6 +60,7 @@ from .metadata import (
     TopicRecord,
     new_topic_id,
 )
+from .log_dirs import DirectoryPlacer
 from .partition_change import ChangePolicy, change_partition, topic_min_isr, topic_setting
 from .placement import PlacementError, assign_replicas
 from .raft import RaftNode
@@ -148,7 +156,8 @@ class Controller:
                     self._report_partition_state(offset, part, out)
         elif isinstance(rec, RegisterBrokerRecord | BrokerRegistrationChangeRecord):
             b = self.committed.brokers[rec.broker_id]
-            out.emit(BrokerChange(b.broker_id, b.epoch, b.fenced, offset, b.in_controlled_shutdown))
+            offline_dirs = tuple(d for d in range(self.settings.log_dirs) if not b.has_online_dir(d))
+            out.emit(BrokerChange(b.broker_id, b.epoch, b.fenced, offset, b.in_controlled_shutdown, offline_dirs))
         elif isinstance(rec, RemoveTopicRecord):
             out.emit(TopicDeleted(rec.name, rec.topic_id, offset))
 
@@ -164,7 +173,7 @@ class Controller:
         out.emit(PartitionChange(
             rec.topic, rec.partition, rec.leader, rec.leader_epoch, rec.partition_epoch, tuple(rec.replicas), tuple(rec.isr),
             tuple(rec.elr), tuple(rec.last_known_elr), offset, len(rec.isr) < min_isr, min_isr, rec.leader_recovery_state, rec.reason,
-            tuple(rec.adding_replicas), tuple(rec.removing_replicas), self.committed.topics.get(rec.topic),
+            tuple(rec.adding_replicas), tuple(rec.removing_replicas), self.committed.topics.get(rec.topic), tuple(rec.directories),
         ))
 
     def on_become_leader(self, epoch: int, now_ms: float, out: Output) -> None:
@@ -306,7 +315,7 @@ class Controller:
             out.send(self._reply(env, BrokerRegistrationResponse(DUPLICATE_BROKER_REGISTRATION, request_id=req.request_id)))
             return
         epoch = self._next_offset()
-        self._propose([RegisterBrokerRecord(req.broker_id, epoch, req.rack, fenced=True)], now_ms, out)
+        self._propose([RegisterBrokerRecord(req.broker_id, epoch, req.rack, fenced=True, log_dirs=tuple(req.log_dirs))], now_ms, out)
         clean = old is not None and req.previous_broker_epoch == old.epoch
         out.emit(RegistrationAccepted(req.broker_id, epoch, clean))
         if old is not None and not clean:
@@ -336,10 +345,36 @@ class Controller:
             self._propose([BrokerRegistrationChangeRecord(b.broker_id, b.epoch, fenced=False)], now_ms, out)
             out.emit(BrokerUnfenced(b.broker_id, b.epoch))
             self._elect_offline_with(b.broker_id, now_ms, out)
+        self._handle_directories_offline(b.broker_id, req.offline_log_dirs, now_ms, out)
         after = self._next_offset()
         fenced = self.working.brokers[b.broker_id].fenced
         answer = self._reply(env, BrokerHeartbeatResponse(None, is_fenced=fenced, should_shut_down=should_shut_down))
         self._answer(answer, after - 1 if after > before else None, out)
+
+    def _handle_directories_offline(self, broker_id: int, offline_dirs: tuple[int, ...], now_ms: float, out: Output) -> None:
+        """Kafka's ReplicationControlManager.handleDirectoriesOffline, which processBrokerHeartbeat
+        calls after the broker's state transition: for the reported directories still online in the
+        registration (`directoryIntersection`), every partition with a replica of this broker there
+        gets the changes of generateLeaderAndIsrUpdates with the broker as `brokerToRemove` (out of
+        the ISR, into the ELR if the ISR falls below MinISR, and never the leader), then one
+        BrokerRegistrationChangeRecord keeps the directories left (`directoryDifference`). A
+        heartbeat naming no new directory changes nothing: the broker repeats them until it
+        restarts."""
+        reg = self.working.brokers[broker_id]
+        newly_offline = [d for d in offline_dirs if reg.has_online_dir(d)]
+        if not newly_offline:
+            return
+        online = tuple(d for d in reg.log_dirs if d not in offline_dirs)
+        # Judged as if the record below were applied, so that no replica in those directories is an
+        # acceptable leader (Kafka excludes brokerToRemove from leadership in the same way).
+        brokers = {**self.working.brokers, broker_id: replace(reg, log_dirs=online)}
+        for part in list(self.working.partitions.values()):
+            if broker_id in part.replicas and part.dir_of(broker_id) in newly_offline:
+                policy = self.policy(part.topic, replication_factor=len(part.replicas))
+                new = change_partition(part, brokers, policy, reason="log_dir_offline", remove=broker_id)
+                if new is not None:
+                    self._propose_change(part, new, now_ms, out)
+        self._propose([BrokerRegistrationChangeRecord(broker_id, reg.epoch, log_dirs=online)], now_ms, out)
 
     def _controlled_shutdown(self, b: BrokerRegistration, now_ms: float, out: Output) -> bool:
         """Whether a broker asking to shut down may go now (Kafka's BrokerHeartbeatManager
@@ -456,7 +491,7 @@ class Controller:
             out.send(Envelope(self.local, f"b{broker}", GetReplicaLogInfoRequest(request_id, key[0], key[1])))
         for key, inq in list(rec.inquiries.items()):
             part = w.partitions[key]
-            leader = choose_leader(inq.candidates, inq.answers, w.brokers, strategy, window_over=now_ms >= inq.started_ms + INSPECTION_WINDOW_MS)
+            leader = choose_leader(inq.candidates, inq.answers, w.brokers, strategy, window_over=now_ms >= inq.started_ms + INSPECTION_WINDOW_MS, part=part)
             if leader is None:
                 continue
             del rec.inquiries[key]
@@ -578,7 +613,8 @@ class Controller:
         topic_id = new_topic_id(name, self._next_offset())
         records: list[Any] = [TopicRecord(name, topic_id)]
         records += [ConfigRecord("topic", name, k, v) for k, v in config.items() if v is not None]
-        records += [self._new_partition(name, p, reps) for p, reps in zip(range(partitions), replicas, strict=True)]
+        placer = self._directory_placer()
+        records += [self._new_partition(name, p, reps, placer) for p, reps in zip(range(partitions), replicas, strict=True)]
         self._propose(records, now_ms, out)
         out.emit(TopicCreated(name, tuple(tuple(r) for r in replicas), topic_id))
         return None
@@ -616,7 +652,8 @@ class Controller:
         replicas, error = self._new_replicas(new, rf, assignment)
         if error is not None:
             return error
-        self._propose([self._new_partition(topic, p, reps) for p, reps in zip(new, replicas, strict=True)], now_ms, out)
+        placer = self._directory_placer()
+        self._propose([self._new_partition(topic, p, reps, placer) for p, reps in zip(new, replicas, strict=True)], now_ms, out)
         return None
 
     def _new_replicas(self, partitions: range, replication_factor: int, assignment: dict[int, list[int]] | None) -> tuple[list[list[int]], AdminError | None]:
@@ -643,10 +680,20 @@ class Controller:
             out.append(reps)
         return out, None
 
-    def _new_partition(self, topic: str, partition: int, replicas: list[int]) -> PartitionRecord:
-        """A new partition: its active replicas are the ISR, the first of them leads."""
+    def _directory_placer(self) -> DirectoryPlacer:
+        """Where the new replicas of one admin call go among their brokers' log directories."""
+        return DirectoryPlacer(self.working, self.settings.log_dirs)
+
+    def _new_partition(self, topic: str, partition: int, replicas: list[int], placer: DirectoryPlacer) -> PartitionRecord:
+        """A new partition: its active replicas are the ISR, the first of them leads; each replica
+        goes to the log directory `placer` chooses."""
         isr = tuple(b for b in replicas if self.working.is_active(b))
-        return PartitionRecord(topic, partition, tuple(replicas), isr, (), (), isr[0] if isr else None, 0, 0, RECOVERED, "create", "clean")
+        dirs = placer.place(replicas)
+        directories = tuple(dirs.get(b, DEFAULT_DIR) for b in replicas)
+        if all(d == DEFAULT_DIR for d in directories):
+            directories = ()  # as PartitionRecord keeps them: none when all in the default one
+        return PartitionRecord(topic, partition, tuple(replicas), isr, (), (), isr[0] if isr else None, 0, 0, RECOVERED, "create", "clean",
+                               directories=directories)
 
     def _admin_partition(self, topic: str, partition: int) -> PartitionRecord | AdminError:
         """The partition an admin call names, or the error that answers it."""
@@ -682,7 +729,8 @@ class Controller:
             assignment = reassignment_to(part, tuple(target), self.working.brokers)
         except ReassignmentError as exc:
             return AdminError(exc.error, str(exc))
-        self._change(part, now_ms, out, reason="reassignment", assignment=assignment)
+        joining = [b for b in assignment.replicas if b not in part.replicas]
+        self._change(part, now_ms, out, reason="reassignment", assignment=assignment, new_directories=self._directory_placer().place(joining))
         return None
 
     def cancel_reassignment(self, topic: str, partition: int, now_ms: float, out: Output) -> AdminError | None:

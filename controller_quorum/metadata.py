@@ -1,6 +1,6 @@
 """Metadata records and the image they build (the KRaft metadata log's state machine).
 
-Every change the controller makes is one of these records (replication-correctness.md §6.3): the
+Every change the controller makes is one of these records (the protocol description §6.3): the
 image is a pure function of the committed log, so every controller and broker that applied the same
 prefix sees the same cluster. A partition change record carries the partition's whole new state
 (Kafka's PartitionChangeRecord carries a delta; the full state is simpler to check and replays the
@@ -19,6 +19,10 @@ from typing import Any
 from storage.codec import record_type
 
 RECOVERED = "RECOVERED"
+# A broker's log directories are numbers 0..N-1 (Kafka names them by Uuid: DirectoryId). A broker
+# with one directory has only this one, and a partition record whose replicas are all in it keeps
+# no directories (`PartitionRecord.directories` empty), as records did before KIP-858.
+DEFAULT_DIR = 0
 RECOVERING = "RECOVERING"  # after an unclean election, until the new leader recovers (KIP-704)
 
 
@@ -41,6 +45,7 @@ class RegisterBrokerRecord:
     broker_epoch: int
     rack: str | None
     fenced: bool = True
+    log_dirs: tuple[int, ...] = (DEFAULT_DIR,)  # the broker's online log directories (Kafka's logDirs)
 
 
 @record_type
@@ -50,6 +55,9 @@ class BrokerRegistrationChangeRecord:
     broker_epoch: int
     fenced: bool | None = None  # None: unchanged
     in_controlled_shutdown: bool | None = None
+    # The broker's online log directories from now on (None: unchanged): those left after it
+    # reported others offline (KIP-858, ReplicationControlManager.handleDirectoriesOffline).
+    log_dirs: tuple[int, ...] | None = None
 
 
 @record_type
@@ -91,6 +99,15 @@ class PartitionRecord:
     # A reassignment in progress (§6.7): replicas joining, and replicas leaving once it completes.
     adding_replicas: tuple[int, ...] = ()
     removing_replicas: tuple[int, ...] = ()
+    # Each replica's log directory, in the order of `replicas` (Kafka's PartitionRecord
+    # .directories); empty when every replica is in DEFAULT_DIR.
+    directories: tuple[int, ...] = ()
+
+    def dir_of(self, broker: int) -> int:
+        """The log directory of `broker`'s replica (DEFAULT_DIR for a broker that holds none)."""
+        if not self.directories or broker not in self.replicas:
+            return DEFAULT_DIR
+        return self.directories[self.replicas.index(broker)]
 
     def state_fields(self) -> dict[str, Any]:
         """The state conditions and reports name (leader, epochs, replica sets), as plain values:
@@ -122,11 +139,22 @@ class BrokerRegistration:
     rack: str | None
     fenced: bool
     in_controlled_shutdown: bool = False
+    log_dirs: tuple[int, ...] = (DEFAULT_DIR,)  # online: the registered ones not reported offline
 
     @property
     def active(self) -> bool:
         """Can lead and be added to an ISR: unfenced and not shutting down."""
         return not self.fenced and not self.in_controlled_shutdown
+
+    def has_online_dir(self, log_dir: int) -> bool:
+        """Kafka's BrokerRegistration.hasOnlineDir: the directory is one the broker registered and
+        has not reported offline since."""
+        return log_dir in self.log_dirs
+
+    def can_lead(self, part: PartitionRecord) -> bool:
+        """Kafka's ReplicationControlManager.LeaderAcceptor: an active broker whose replica of
+        `part` is in an online log directory (KIP-858: a replica on a failed disk cannot lead)."""
+        return self.active and self.has_online_dir(part.dir_of(self.broker_id))
 
 
 @dataclass
@@ -159,7 +187,7 @@ class MetadataImage:
 
     def apply(self, offset: int, rec: Any) -> None:
         if isinstance(rec, RegisterBrokerRecord):
-            self.brokers[rec.broker_id] = BrokerRegistration(rec.broker_id, rec.broker_epoch, rec.rack, rec.fenced)
+            self.brokers[rec.broker_id] = BrokerRegistration(rec.broker_id, rec.broker_epoch, rec.rack, rec.fenced, log_dirs=rec.log_dirs)
         elif isinstance(rec, BrokerRegistrationChangeRecord):
             b = self.brokers.get(rec.broker_id)
             if b is not None and b.epoch == rec.broker_epoch:
@@ -169,6 +197,8 @@ class MetadataImage:
                         b = replace(b, in_controlled_shutdown=False)
                 if rec.in_controlled_shutdown is not None:
                     b = replace(b, in_controlled_shutdown=rec.in_controlled_shutdown)
+                if rec.log_dirs is not None:
+                    b = replace(b, log_dirs=rec.log_dirs)
                 self.brokers[rec.broker_id] = b
         elif isinstance(rec, TopicRecord):
             self.topics[rec.name] = rec.topic_id

@@ -1,7 +1,7 @@
 """How the controller changes one partition: ISR, ELR, LastKnownELR and the leader (Kafka's
 PartitionChangeBuilder). Pure functions of the current record and the broker registrations.
 
-ELR rules (kip-966-last-replica-standing.txt, cases A-G; where the blog and Kafka's controller
+ELR rules (the KIP-966 article, cases A-G; where the blog and Kafka's controller
 differ, protocol-facts.md says to follow the controller):
 - While the target ISR has at least the effective MinISR members, the ELR and LastKnownELR are
   empty (cases D, F, G).
@@ -20,15 +20,20 @@ Election order (Kafka's PartitionChangeBuilder.electLeader): keep the current le
 acceptable; else the first acceptable replica in replica order, where acceptable is active and in
 the ISR, or in the ELR once the ISR is empty; a preferred election tries replicas[0] first. An election from the ELR is clean but
 of its own kind, "elr" (Kafka 4.1 counts it apart: ElectionFromEligibleLeaderReplicasPerSec). Unclean elections (legacy
-`unclean.leader.election.enable`, or ElectLeaders type unclean) take the first active replica and
+`unclean.leader.election.enable`, or ElectLeaders type unclean) take the first acceptable replica and
 mark the partition RECOVERING (KIP-704).
+
+Log directories (KIP-858): a replica whose directory its broker reported offline is not an
+acceptable leader, in any election (Kafka's ReplicationControlManager.LeaderAcceptor, which
+PartitionChangeBuilder calls as isAcceptableLeader). A change keeps each replica's directory and
+takes those of the replicas joining from `new_directories` (PartitionChangeBuilder.setDirectory).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .metadata import RECOVERED, RECOVERING, BrokerRegistration, PartitionRecord
+from .metadata import DEFAULT_DIR, RECOVERED, RECOVERING, BrokerRegistration, PartitionRecord
 from .reassignment import Assignment, complete_if_ready
 
 
@@ -68,15 +73,19 @@ def change_partition(
     election: str = "clean",  # clean (Kafka's ONLINE) | preferred | unclean: the kind of election asked for
     recovery_state: str | None = None,
     assignment: Assignment | None = None,
+    new_directories: dict[int, int] | None = None,
 ) -> PartitionRecord | None:
     """The partition's new state, or None when nothing changes. `assignment` is a new replica set
     (a reassignment started, merged or reverted); any change whose ISR allows it completes a
     reassignment in progress, in the same record (Kafka's PartitionChangeBuilder.build: its
     completeReassignmentIfNeeded comes before the ELR and the election)."""
 
-    def active(b: int) -> bool:
+    directories = {**dict(zip(part.replicas, part.directories)), **(new_directories or {})}
+
+    def acceptable(b: int) -> bool:
+        """Kafka's LeaderAcceptor: active, and the replica's log directory online."""
         reg = brokers.get(b)
-        return reg is not None and reg.active
+        return reg is not None and reg.active and reg.has_online_dir(directories.get(b, DEFAULT_DIR))
 
     isr = list(target_isr if target_isr is not None else part.isr)
     if remove is not None and remove in isr:
@@ -93,7 +102,7 @@ def change_partition(
 
     elr, lkelr = _eligible_leader_replicas(part, replicas, isr, policy, unclean_shutdown)
 
-    leader, leader_isr, leader_elr, elected = _elect(part, replicas, isr, elr, active, election, policy)
+    leader, leader_isr, leader_elr, elected = _elect(part, replicas, isr, elr, acceptable, election, policy)
     isr, elr = leader_isr, leader_elr
     lrs = recovery_state or part.leader_recovery_state
     if elected == "unclean":
@@ -116,6 +125,7 @@ def change_partition(
         leader_recovery_state=lrs,
         reason=reason,
         election=elected if leader != part.leader else None,
+        directories=_directories_of(replicas, directories),
     )
     if _state(new) == _state(part):
         return None
@@ -131,7 +141,13 @@ def change_partition(
 
 
 def _state(p: PartitionRecord) -> tuple:
-    return (p.replicas, p.adding_replicas, p.removing_replicas, p.isr, p.elr, p.last_known_elr, p.leader, p.leader_recovery_state)
+    return (p.replicas, p.adding_replicas, p.removing_replicas, p.isr, p.elr, p.last_known_elr, p.leader, p.leader_recovery_state, p.directories)
+
+
+def _directories_of(replicas, directories: dict[int, int]) -> tuple[int, ...]:
+    """`PartitionRecord.directories` for `replicas`: empty when every replica is in DEFAULT_DIR."""
+    dirs = tuple(directories.get(b, DEFAULT_DIR) for b in replicas)
+    return dirs if any(d != DEFAULT_DIR for d in dirs) else ()
 
 
 def _eligible_leader_replicas(
@@ -181,15 +197,16 @@ def _last_known_leader(part: PartitionRecord, isr: list[int], leader: int | None
     return current
 
 
-def _elect(part, replicas, isr, elr, active, election, policy):
+def _elect(part, replicas, isr, elr, acceptable, election, policy):
     """(leader, isr, elr, how) where how is clean (from the ISR), elr (clean, from the ELR),
     preferred, unclean, or None (no acceptable replica). Kafka's PartitionChangeBuilder
-    .electLeader: a valid leader is active and in the ISR, or in the ELR when the ISR is empty; the
+    .electLeader: a valid leader is acceptable (`acceptable`: active, its log directory online) and
+    in the ISR, or in the ELR when the ISR is empty; the
     current leader stays if valid; otherwise the first valid replica in the order of `replicas`
     (the new replica set). A preferred election tries replicas[0] first (electPreferredLeader)."""
 
     def valid(b: int | None) -> bool:
-        return b is not None and (b in isr or (not isr and policy.elr_enabled and b in elr)) and active(b)
+        return b is not None and (b in isr or (not isr and policy.elr_enabled and b in elr)) and acceptable(b)
 
     preferred = replicas[0] if replicas else None
     if election == "preferred":
@@ -208,7 +225,7 @@ def _elect(part, replicas, isr, elr, active, election, policy):
     # callers (generateLeaderAndIsrUpdates); a preferred election never is (electPreferredLeader).
     if election == "unclean" or (election == "clean" and policy.unclean_leader_election):
         for b in replicas:
-            if active(b):
+            if acceptable(b):
                 return b, [b], [], "unclean"
     return None, isr, elr, None
 

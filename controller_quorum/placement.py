@@ -1,5 +1,5 @@
 """Replica placement for new topics: Kafka's round-robin assignment (AdminUtils), rack-aware when
-the brokers have racks (kafka-replication-deep-dive.txt, "Kafka brokers and controller").
+the brokers have racks (the replication deep dive, "Kafka brokers and controller").
 
 With 3 brokers, 3 partitions and RF 3 it gives [1,2,3], [2,3,1], [3,1,2]: the first replica of each
 partition (its preferred leader) moves by one broker per partition, and followers are spread by a

@@ -1,7 +1,7 @@
 """A KRaft node's election state and every transition between its states (KIP-996).
 
 States: Unattached, Prospective, Candidate, Leader, Follower, Resigned. Transitions with Pre-Vote
-(kip-996-pre-vote.txt, "Proposed Changes"):
+(KIP-996, "Proposed Changes"):
 
     Unattached  -> Unattached (higher epoch, or a vote granted), Prospective (election timeout),
                    Follower (leader discovered at an equal or larger epoch)
@@ -274,7 +274,7 @@ class QuorumState:
         self.backoff_until_ms = now_ms + self.rng.randrange(max(self.timing.election_backoff_max_ms, 1))
         self.election_deadline_ms = None
 
-    # --- the vote rules (kip-996-pre-vote.txt, "Pre-Vote request handling") ------------------
+    # --- the vote rules (KIP-996, "Pre-Vote request handling") ------------------
 
     def can_grant_vote(self, candidate: str, log_up_to_date: bool, pre_vote: bool) -> bool:
         s = self.state

@@ -6,14 +6,14 @@ told about committed entries only, in order, and about gaining or losing leaders
 
 Rules and where they come from:
 - Followers fetch from the leader; a fetch at offset x confirms everything below x is on the
-  follower's disk (KIP-595; kafka-replication-deep-dive.txt "Replication from leader"), so a voter's
+  follower's disk (KIP-595; the replication deep dive "Replication from leader"), so a voter's
   fetch is sent only after its appended entries are flushed (`raft_fsync`).
 - The leader's high watermark is the offset a majority of voters (itself included, counting its own
   *flushed* end offset) have reached, and only moves past the epoch start offset, i.e. once an entry
   of its own epoch (the LeaderChange record) is committed; it never goes back.
 - Divergence: the leader answers a fetch whose (offset, last fetched epoch) does not match its log
   with the end of that epoch in its own log; the follower truncates there and fetches again.
-- Elections and Pre-Vote per kip-996-pre-vote.txt (see quorum_state.py); Check Quorum: a leader that
+- Elections and Pre-Vote per KIP-996 (see quorum_state.py); Check Quorum: a leader that
   has not heard from a majority within 1.5 x controller.quorum.fetch.timeout.ms resigns.
 - A leader that resigns (Check Quorum, shutdown, or a restart as Resigned) sends EndQuorumEpoch to
   the other voters, ranked by fetch offset; a follower of it canvasses after the election backoff
@@ -470,7 +470,7 @@ class RaftNode:
         self.parked.clear()
         self.flushed_end = 0  # counts only what this leader saw flushed
         # A new leader does not know the high watermark until an entry of its epoch commits (its
-        # follower-time value may be stale, section 6.4 of replication-correctness.md for Raft too).
+        # follower-time value may be stale, section 6.4 of the protocol description for Raft too).
         self.high_watermark = None
         self._drain_transitions(out)
         out.emit(RaftLeaderElected(q.epoch, self.epoch_start_offset))

@@ -1,4 +1,4 @@
-"""Partition reassignment as replication-correctness.md §6.7 describes it (grow, catch up, shrink),
+"""Partition reassignment as the protocol description §6.7 describes it (grow, catch up, shrink),
 in the form of Kafka's controller: a reassignment is a target that every partition change works
 towards, and the change that makes it possible also completes it, in the same record.
 

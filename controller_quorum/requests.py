@@ -54,6 +54,8 @@ class BrokerRegistrationRequest:
     # Which of the broker's attempts this is: the answer echoes it, so that the broker takes the
     # epoch of its latest attempt only (every accepted registration is a new epoch).
     request_id: int = 0
+    # The broker's log directories (Kafka's BrokerRegistrationRequest.logDirs: those it started with).
+    log_dirs: tuple[int, ...] = (0,)
 
 
 @pickled_by_fields
@@ -72,6 +74,9 @@ class BrokerHeartbeatRequest:
     broker_epoch: int
     metadata_offset: int  # the broker has applied the metadata log below this offset
     want_shutdown: bool = False
+    # Every log directory that failed since the broker started (KIP-858: Kafka's
+    # BrokerLifecycleManager sends all of them in each heartbeat until it restarts).
+    offline_log_dirs: tuple[int, ...] = ()
 
 
 @pickled_by_fields

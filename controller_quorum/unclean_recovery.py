@@ -1,5 +1,5 @@
 """KIP-966 unclean recovery: what the controller does when a partition has no leader and no clean
-candidate (kip-966-last-replica-standing.txt, "Unclean Recovery"; replication-correctness.md §6.8).
+candidate (the KIP-966 article, "Unclean Recovery"; the protocol description §6.8).
 
 `unclean.recovery.strategy` (both spellings of the KIP and the blog are accepted):
 
@@ -45,9 +45,16 @@ def _active(brokers: dict[int, BrokerRegistration], b: int) -> bool:
     return reg is not None and reg.active
 
 
+def _can_lead(brokers: dict[int, BrokerRegistration], b: int, part: PartitionRecord | None) -> bool:
+    """Active, and (given the partition) its replica's log directory online (KIP-858's
+    LeaderAcceptor): a replica on a failed directory cannot answer for its log, nor lead."""
+    reg = brokers.get(b)
+    return reg is not None and (reg.can_lead(part) if part is not None else reg.active)
+
+
 def plan_recovery(part: PartitionRecord, brokers: dict[int, BrokerRegistration], strategy: str) -> tuple[int, ...] | None:
     """The replicas whose logs to inspect, or None when this strategy does not recover `part` now."""
-    if part.leader is not None or any(_active(brokers, b) for b in part.isr):
+    if part.leader is not None or any(_can_lead(brokers, b, part) for b in part.isr):
         return None
     strategy = normalize_strategy(strategy)
     if strategy == NONE:
@@ -57,7 +64,7 @@ def plan_recovery(part: PartitionRecord, brokers: dict[int, BrokerRegistration],
             return None  # a clean candidate may still come back
         return part.last_known_elr or part.replicas
     # aggressive: unclean as soon as no clean candidate is available now
-    if any(_active(brokers, b) for b in part.elr):
+    if any(_can_lead(brokers, b, part) for b in part.elr):
         return None
     return part.replicas
 
@@ -77,12 +84,14 @@ def choose_leader(
     strategy: str,
     *,
     window_over: bool,
+    part: PartitionRecord | None = None,
 ) -> int | None:
-    """The replica to elect, or None to keep waiting."""
+    """The replica to elect, or None to keep waiting (`part`: the partition, whose replicas on an
+    offline log directory cannot be elected)."""
     strategy = normalize_strategy(strategy)
     if strategy == LAST_KNOWN_LEADER:
-        return next((b for b in candidates if _active(brokers, b)), None)
-    valid = {b: a for b, a in answers.items() if b in candidates and _active(brokers, b) and brokers[b].epoch == a.broker_epoch}
+        return next((b for b in candidates if _can_lead(brokers, b, part)), None)
+    valid = {b: a for b, a in answers.items() if b in candidates and _can_lead(brokers, b, part) and brokers[b].epoch == a.broker_epoch}
     if strategy == BALANCED and set(valid) != set(candidates):
         return None  # §6.8: safety first, wait for every candidate's log
     if strategy == AGGRESSIVE and not window_over and set(valid) != set(candidates):
@@ -104,7 +113,7 @@ def recovered_partition(part: PartitionRecord, leader: int, strategy: str) -> Pa
         leader_recovery_state=RECOVERING,
         reason=f"unclean_recovery_{normalize_strategy(strategy)}",
         # An unclean election either way; the last_known_leader strategy's has a kind of its own
-        # (contract.md's election kinds): it elects without inspecting logs.
+        # (the documented election kinds): it elects without inspecting logs.
         election="last_known_leader" if normalize_strategy(strategy) == LAST_KNOWN_LEADER else "unclean",
     )
 

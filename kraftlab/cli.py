@@ -1,4 +1,4 @@
-"""The `kraftlab` command (contract.md, "Command line").
+"""The `kraftlab` command (docs/reference/cli.md).
 
 Exit codes: 0 every expectation held and no unexpected invariant violation; 1 an expectation
 failed or an invariant was violated (the replay command is printed); 2 the input is invalid
@@ -301,8 +301,8 @@ def demo(runtime: str, address: str | None, out_dir: Path | None, analyze_too: b
             valid = {True: "[green]valid[/]", False: "[red]INVALID[/]"}.get(r.analysis["valid"], "[yellow]unknown[/]")
             history.add_row(r.variant, valid, ", ".join(f"{n} {c:,}" for n, c in r.anomalies().items()) or "none")
         out.print(history)
-        out.print("`kraftlab analyze` of each run's event history: the Jepsen-style anomalies of contract.md, records "
-                  "by identity (producer, sequence), counted by Spark.", highlight=False, style="dim")
+        out.print("`kraftlab analyze` of each run's event history: Jepsen-style anomalies (docs: Reference, "
+                  "Anomalies and invariants), records by identity (producer, sequence), counted by Spark.", highlight=False, style="dim")
     out.print("ELR keeps broker 2, which has every acknowledged record, as the only leader candidate and waits for it; "
               "without ELR the crashed leader is elected again, sooner, with the records its host lost.", highlight=False)
     for r in rows:
@@ -320,7 +320,7 @@ def demo(runtime: str, address: str | None, out_dir: Path | None, analyze_too: b
 @click.option("--address", default=None, help="Ray cluster to join (engine raydp); default RAY_ADDRESS, else an embedded local Ray.")
 def analyze(run_dir: Path, out_dir: Path | None, engine: str, address: str | None) -> None:
     """Check the event history of RUN_DIR (a run, or a campaign directory: every run as one
-    dataset) with Spark; write checks.json and windows.parquet (contract.md, "analysis/")."""
+    dataset) with Spark; write checks.json and windows.parquet (docs/reference/analysis.md)."""
     # Imported here: Spark's modules are heavy and no other command needs them.
     from observability.analysis.analyze import analyze_run
     from observability.analysis.errors import AnalysisInputError

@@ -132,9 +132,8 @@ def recorded_results(table: Path = TABLE) -> dict[str, dict[str, str]]:
         return out
     for line in table.read_text().splitlines():
         cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
-        if len(cells) == 5 and cells[2].startswith("[`"):
-            name = cells[2][2:cells[2].index("`]")]
-            out[name] = {"sim": cells[3], "ray": cells[4]}
+        if len(cells) == 5 and re.fullmatch(r"`[\w-]+`", cells[2]):
+            out[cells[2].strip("`")] = {"sim": cells[3], "ray": cells[4]}
     return out
 
 
@@ -164,10 +163,10 @@ def render(all_cases: Iterable[Case], results: dict[str, dict[str, str]], missin
     ]
     for c, s, r in zip(all_cases, sim, ray, strict=True):
         rule = c.rule.replace("|", "\\|")
-        lines.append(f"| `{c.kafka_name}` | {rule} | [`{c.name}`](../workloads/conformance/{c.name}.yaml) | {s} | {r} |")
+        lines.append(f"| `{c.kafka_name}` | {rule} | `{c.name}` | {s} | {r} |")
     lines += ["", "## Differences", ""]
     differing = [c for c in all_cases if c.difference or c.ray_note]
-    lines += [f"- `{c.kafka_name}` ([`{c.name}`](../workloads/conformance/{c.name}.yaml)): {c.difference or c.ray_note}" for c in differing] or ["None."]
+    lines += [f"- `{c.kafka_name}` (`{c.name}`): {c.difference or c.ray_note}" for c in differing] or ["None."]
     lines += ["", "## Test cases that cannot be expressed yet", ""]
     lines += [f"- `{m['test']}`: {m['missing']}" for m in missing] or ["None."]
     return "\n".join(lines) + "\n"

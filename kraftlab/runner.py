@@ -1,9 +1,9 @@
 """Running one scenario end to end: build the cluster, run the steps, write the run directory.
 
-The run directory (contract.md, "Run directory") is assembled in a hidden sibling folder and
+The run directory (docs/reference/run-directory.md) is assembled in a hidden sibling folder and
 renamed into place when complete, so a reader never sees a half-written run:
 
-    summary.json    the run summary (contract.md)
+    summary.json    the run summary (docs/reference)
     scenario.yaml   the scenario as run, with every default filled in
     events/         the event history as Parquet files (observability/history.py)
     error.txt       only when the run itself broke (a role's internal assertion, a bug)
@@ -14,7 +14,7 @@ pending record (`produce_ack` "info" or "fail"), load consumers catch up with wh
 and a final read records each partition's committed log (`final_read`). The summary's `final`
 and `violations` describe the cluster when the steps ended; its counters include the epilogue.
 Violations first found in the epilogue are listed apart (`epilogue_violations`) but count in the
-verdict like any other (contract.md: `ok` is judged from every violation of the run).
+verdict like any other (docs/reference: `ok` is judged from every violation of the run).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Every committed partition and broker state, in the order the controller voters reported them.
 
 A `wait_for` on a partition or a broker waits for a state of the controller's committed metadata
-(contract.md, "Conditions"). Both drivers judge a wait's condition on the cluster view after each
+(docs/reference/steps-and-conditions.md, "Conditions"). Both drivers judge a wait's condition on the cluster view after each
 role output: the simulator after every event, Ray after each batch of one node's events of one
 instant (actors/runtime/ray/world.py). But one output can carry several committed states of one
 subject, and the view shows only the last: a voter whose high watermark passes several records at
@@ -9,7 +9,7 @@ once reports them together, e.g.
 - KIP-966's step 7, a leader elected from the ELR with ISR [2], which the ISR expansion of the
   old leader, caught up at once, can follow in the same advance;
 - a broker fenced when its old session expired and, its registration retried at once, unfenced
-  again by the next record (replication-correctness.md §6.5.1).
+  again by the next record (the protocol description §6.5.1).
 Each voter reports every partition record it commits as a `partition_change` event and every broker
 registration record as a `broker_change` event (controller.py, `_report_committed`), and both
 drivers hand every event to their sinks: so a wait also holds once a state reported since it began
@@ -31,7 +31,7 @@ from observability.states import UNKNOWN, PartitionState
 # A subject: ("partition", "t-0") or ("broker", 2).
 Subject = tuple[str, Any]
 # A test of one committed state's attributes (a partition's: those of `PartitionState`, its `hwm`
-# UNKNOWN; a broker's: `fenced` and `epoch`).
+# UNKNOWN; a broker's: `fenced`, `epoch`, `in_controlled_shutdown` and `offline_log_dirs`).
 Accepts = Callable[[dict[str, Any]], bool]
 
 
@@ -50,7 +50,8 @@ class CommittedHistory:
         if ev.kind == "partition_change":
             self._keep(("partition", f"{ev.topic}-{ev.partition}"), ev.metadata_offset, vars(PartitionState.from_change(ev, hwm=UNKNOWN)))
         elif ev.kind == "broker_change":
-            self._keep(("broker", ev.broker), ev.metadata_offset, {"fenced": ev.fenced, "epoch": ev.epoch, "in_controlled_shutdown": bool(ev.in_controlled_shutdown)})
+            self._keep(("broker", ev.broker), ev.metadata_offset, {"fenced": ev.fenced, "epoch": ev.epoch, "in_controlled_shutdown": bool(ev.in_controlled_shutdown),
+                                                                  "offline_log_dirs": list(ev.offline_log_dirs or ())})
 
     def _keep(self, subject: Subject, version: int, attributes: dict[str, Any]) -> None:
         if version <= self._newest.get(subject, -1):

@@ -1,6 +1,6 @@
 """The event history's schema: every kind of event kraftlab records, as one typed class each.
 
-This module is the single definition of the history (contract.md, "`events/`: the history"): the
+This module is the single definition of the history (docs/reference/events.md): the
 roles emit these classes (`Output.emit`), both drivers number and collect them, the Parquet writer
 turns them into rows and every reader (the cluster view, the invariant checks, the summary, later
 metrics and Spark analysis) reads them back by these names. It imports nothing but the standard
@@ -38,7 +38,7 @@ COMMON_COLUMNS: dict[str, str] = {
 }
 
 COLUMN_TYPES: dict[str, str] = {
-    # records and clients (contract.md)
+    # records and clients (docs/reference)
     "producer": "string",
     "sequence": "int64",
     "topic": "string",
@@ -92,6 +92,8 @@ COLUMN_TYPES: dict[str, str] = {
     "adding_replicas": "list<int32>",
     "removing_replicas": "list<int32>",
     "call": "string",
+    "directories": "list<int32>",  # each replica's log directory, in the order of `replicas`
+    "offline_log_dirs": "list<int32>",
     # the data plane
     "leso": "int64",
     "hwm": "int64",
@@ -99,6 +101,8 @@ COLUMN_TYPES: dict[str, str] = {
     "last_epoch": "int64",
     "role": "string",
     "follower": "int32",
+    "dir": "int32",  # a log directory's number (KIP-858)
+    "halted": "bool",
     "fetch_epoch": "int64",
     "proposed": "list<int32>",
     "from_offset": "int64",
@@ -385,10 +389,12 @@ class PartitionChange(NamedTuple):
     min_isr: int
     recovery_state: str
     reason: str
-    # A reassignment in progress (replication-correctness.md §6.7): replicas joining and leaving.
+    # A reassignment in progress (the protocol description §6.7): replicas joining and leaving.
     adding_replicas: tuple[int, ...] = ()
     removing_replicas: tuple[int, ...] = ()
     topic_id: str | None = None
+    # Each replica's log directory, in the order of `replicas`; empty: all in directory 0.
+    directories: tuple[int, ...] = ()
 
 
 CLEAN_ELECTIONS = frozenset({"clean", "elr", "preferred"})  # the others may lose committed records
@@ -414,21 +420,27 @@ class Election(NamedTuple):
 @event("broker_change")
 class BrokerChange(NamedTuple):
     """A committed broker registration or fencing record: the broker's epoch, fenced state and
-    controlled-shutdown flag (true from the controlled-shutdown request until it registers again)."""
+    controlled-shutdown flag (true from the controlled-shutdown request until it registers again),
+    and the log directories it reported offline (KIP-858; none again once it registers again)."""
 
     broker: int
     epoch: int
     fenced: bool
     metadata_offset: int
     in_controlled_shutdown: bool = False
+    offline_log_dirs: tuple[int, ...] = ()
 
 
 # --- faults and processes -----------------------------------------------------------------------
 
-FAULTS = ("crash_process", "crash_os", "crash_disk", "restart", "shutdown", "isolate", "partition", "link", "heal")
+FAULTS = ("crash_process", "crash_os", "crash_disk", "restart", "shutdown", "isolate", "partition", "link", "heal", "fail_log_dir")
 # Faults that stop a node until a `restart` of the same target, and network faults that `heal` ends.
 NODE_FAULTS = ("crash_process", "crash_os", "crash_disk", "shutdown")
 NETWORK_FAULTS = ("isolate", "partition", "link")
+# A failed log directory (KIP-858) stays offline until its broker restarts; its process may run on.
+DIRECTORY_FAULTS = ("fail_log_dir",)
+# Every fault that a `restart` of its target ends.
+RESTART_ENDED_FAULTS = NODE_FAULTS + DIRECTORY_FAULTS
 # What separates the nodes a network fault's target names: `b1,c1|b2,b3`, `b1->b2`.
 FAULT_TARGET_SEPARATORS = r"\||,|->"
 
@@ -438,7 +450,7 @@ def fault_undone_by(fault: str, target: str, later_fault: str, later_target: str
     shares (windows.py says it in Spark): a node fault ends at `restart` of the same node; a network
     fault at `heal` of `all` or of any node its target names, since healing a node removes every
     network fault touching it (a partition healed for one of its nodes counts as ended)."""
-    if fault in NODE_FAULTS:
+    if fault in RESTART_ENDED_FAULTS:
         return later_fault == "restart" and later_target == target
     return later_fault == "heal" and (later_target == "all" or later_target in re.split(FAULT_TARGET_SEPARATORS, target))
 
@@ -447,15 +459,17 @@ def fault_undone_by(fault: str, target: str, later_fault: str, later_target: str
 class Fault(NamedTuple):
     """A fault the driver applied (or undid): `target` is the node (`b2`), the groups of a
     partition (`b1,c1|b2,b3`), the link (`b1->b2`, with `drop` and `delay_ms`), or `all` (heal);
-    `backend` is what made it."""
+    `backend` is what made it. `fail_log_dir`: the broker is the target and `dir` the directory
+    (when it is directory 0 the broker halts: a `crash_process` row follows)."""
 
     fault: str
     target: str
     drop: float | None = None
     delay_ms: float | None = None
-    # Who made the fault (contract.md): "sim" the simulator; on Ray, "emulated" kraftlab's own send
+    # Who made the fault (docs/reference): "sim" the simulator; on Ray, "emulated" kraftlab's own send
     # path and process kills, "kernel" the hosts' packet filters and kills (`--faults kernel`).
     backend: str | None = None
+    dir: int | None = None  # fail_log_dir: the log directory that failed
 
 
 def partition_target(groups) -> str:
@@ -563,6 +577,25 @@ class ControlledShutdownRequested(NamedTuple):
     epoch: int
 
 
+@event("log_dir_failed")
+class LogDirFailed(NamedTuple):
+    """The broker found its log directory `dir` failed (KIP-858, ReplicaManager.handleLogDirFailure):
+    it stops serving the replicas in it (a `replica_offline` row each) and reports the directory in
+    its heartbeats until it restarts; `halted` when the directory holds the metadata log (directory
+    0), and the broker halts instead."""
+
+    dir: int
+    halted: bool
+
+
+@event("log_dir_failure_timeout")
+class LogDirFailureTimeout(NamedTuple):
+    """No heartbeat answer acknowledged the failed directory `dir` within log.dir.failure.timeout.ms:
+    the broker shuts down (Kafka's BrokerLifecycleManager.OfflineDirBrokerFailureEvent)."""
+
+    dir: int
+
+
 # --- replicas (the brokers' data plane) -----------------------------------------------------------
 
 
@@ -631,6 +664,18 @@ class ReplicaHwm(NamedTuple):
     topic: str
     partition: int
     hwm: int
+    topic_id: str | None = None
+
+
+@event("replica_offline")
+class ReplicaOffline(NamedTuple):
+    """The broker stopped serving its replica, whose log directory `dir` failed (Kafka's
+    ReplicaManager.markPartitionOffline): its log stays on the disk as it was, unread, until the
+    broker restarts."""
+
+    topic: str
+    partition: int
+    dir: int
     topic_id: str | None = None
 
 
@@ -811,7 +856,7 @@ class TopicCreated(NamedTuple):
 @event("topic_deleted")
 class TopicDeleted(NamedTuple):
     """A committed RemoveTopicRecord (DeleteTopics): the topic and its partitions are gone from
-    `metadata_offset` on; what was written to them is neither lost nor required (contract.md)."""
+    `metadata_offset` on; what was written to them is neither lost nor required (docs/reference)."""
 
     topic: str
     topic_id: str

@@ -1,4 +1,4 @@
-"""The history on disk: a run directory's `events/` as Parquet files (contract.md, "`events/`").
+"""The history on disk: a run directory's `events/` as Parquet files (docs/reference/events.md).
 
 `HistoryWriter` is an event sink: it keeps each node's events in memory and writes a node's as a
 Parquet file of its own when `roll_rows` of them have gathered, and every node's pending events as

@@ -1,6 +1,6 @@
 """The contract's history anomalies of one run, counted in plain Python from its `events/`, for the
 campaigns: a campaign judges each run where it ran (`expect: catch` and `clean` name anomalies,
-contract.md "Campaign file"), and cannot start Spark for each of a hundred thousand runs.
+docs/reference/campaign-format.md), and cannot start Spark for each of a hundred thousand runs.
 
 The rules are `observability/analysis/anomalies.py`'s (the Spark analysis, which also gives
 examples and reads whole campaigns); `tests/spark/test_history_anomalies.py` holds the two to the
@@ -58,7 +58,7 @@ def count_anomalies(events_dir: Path) -> dict[str, int]:
 
 
 def _leave_out_deleted_topics(by_kind: dict[str, list[dict]]) -> None:
-    """A deleted topic's records are neither lost nor required (contract.md): its rows go, so that
+    """A deleted topic's records are neither lost nor required (docs/reference): its rows go, so that
     a topic created again under the name is judged on its own records."""
     deleted = {r["topic_id"] for r in by_kind["topic_deleted"]}
     if deleted:
@@ -152,7 +152,7 @@ def _inconsistent_offsets(consumes: list[dict], final: list[dict], incomplete: s
             held[(r["topic"], r["partition"], r["offset"])].add((r["producer"], r["sequence"]))
     for r in final:
         held[(r["topic"], r["partition"], r["offset"])].add((r["producer"], r["sequence"]))
-    # Counted in records (contract.md: "the number of distinct records showing it"): every
+    # Counted in records (docs/reference: "the number of distinct records showing it"): every
     # record read at an offset that holds another one too.
     return len(set().union(*(records for records in held.values() if len(records) > 1)))
 
@@ -170,7 +170,7 @@ def _poll_anomalies(by_kind, final: list[dict]) -> dict[str, int]:
         committed[(r["topic"], r["partition"])].append(r["offset"])
     for offsets in committed.values():
         offsets.sort()
-    # Counted in polls (contract.md): one poll that went back in two partitions is one poll. A
+    # Counted in polls (docs/reference): one poll that went back in two partitions is one poll. A
     # restarted consumer numbers its polls from 0 again, so a poll is (consumer, incarnation, poll).
     backwards, skipped = set(), set()
     for (consumer, incarnation, topic, partition), lane in lanes.items():

@@ -15,7 +15,8 @@ events cost, not the size of the cluster. What it holds:
   it acts as leader, in which leader epoch, with which ISR and replication quorum
   (`become_leader`, `become_follower`, `replication_quorum`), and the epoch its broker registered
   with (`broker_registered`); per down broker, what its disk holds (`replica_survived` after a
-  crash, the logs as they were after a clean stop);
+  crash, the logs as they were after a clean stop); a running broker's replicas in a failed log
+  directory (`replica_offline`, KIP-858), whose logs count as a down broker's until it restarts;
 - per producer, each record's outcome by sequence, the batches acknowledged (for `acked_lost`),
   and the produce latency; per consumer, what it read; the committed elections.
 
@@ -151,7 +152,7 @@ class ClusterProjection:
         self._now_ms = now_ms
         self._partitions: dict[Key, Any] = {}  # the newest partition_change
         # Deleted topics (`topic_deleted`): their ids, whose records are neither lost nor required
-        # (contract.md), and each name's last deletion's metadata offset (older reports of its
+        # (docs/reference), and each name's last deletion's metadata offset (older reports of its
         # partitions are of the deleted topic).
         self.deleted_topic_ids: set[str] = set()
         self._deleted_at: dict[str, int] = {}
@@ -164,6 +165,10 @@ class ClusterProjection:
         # (`replica_survived`); `crashed[b]` keeps the logs it had when it crashed.
         self.down_logs: dict[int, dict[Key, LogMirror]] = {}
         self.crashed: dict[int, dict[Key, LogMirror]] = {}
+        # A running broker's replicas in a failed log directory (KIP-858): served no more, their
+        # logs on the disk as they were (also in `down_logs`, which holds what a broker's disk
+        # keeps that nobody serves), until the broker restarts.
+        self.offline_replicas: dict[int, dict[Key, ReplicaMirror]] = {}
         self.broker_epochs: dict[int, int | None] = {}  # the epoch each running broker registered with
         self.producers: dict[str, ProducerRecords] = {}
         self.consumed = 0
@@ -187,6 +192,7 @@ class ClusterProjection:
             "raft_leader_elected": self._on_raft_leader_elected,
             "replica_recovered": self._on_replica_recovered,
             "replica_deleted": self._on_replica_deleted,
+            "replica_offline": self._on_replica_offline,
             "appended": self._on_appended,
             "truncated": self._on_truncated,
             "replica_hwm": self._on_replica_hwm,
@@ -231,7 +237,7 @@ class ClusterProjection:
             del self._partitions[key]
         # The replicas of the deleted topic, running or on a down broker's disk, are no part of
         # any partition now (brokers delete them as they apply the record).
-        for logs in (*self.replicas.values(), *self.down_logs.values(), *self.crashed.values()):
+        for logs in (*self.replicas.values(), *self.down_logs.values(), *self.crashed.values(), *self.offline_replicas.values()):
             for key in [k for k in logs if k[0] == ev.topic]:
                 del logs[key]
 
@@ -265,12 +271,15 @@ class ClusterProjection:
             self.broker_epochs[b] = None
             self.down_logs.pop(b, None)
             self.crashed.pop(b, None)
+            self.offline_replicas.pop(b, None)  # a failed directory is back at a restart
 
     def _on_process_stop(self, rec: EventRecord) -> None:
-        # A clean stop flushed everything: the disk holds the logs as they were.
+        # A clean stop flushed everything: the disk holds the logs as they were (those of a failed
+        # log directory among them, kept since the failure).
         logs = self._down(rec.node)
         if logs is not None:
-            self.down_logs[int(rec.node[1:])] = logs
+            b = int(rec.node[1:])
+            self.down_logs[b] = {**self.down_logs.get(b, {}), **logs}
 
     def _on_fault(self, rec: EventRecord) -> None:
         ev = rec.event
@@ -288,6 +297,7 @@ class ClusterProjection:
         if node.startswith("b"):
             b = int(node[1:])
             self.broker_epochs.pop(b, None)
+            self.offline_replicas.pop(b, None)
             return {key: r.log for key, r in self.replicas.pop(b, {}).items()}
         return None
 
@@ -324,6 +334,18 @@ class ClusterProjection:
     def _on_replica_deleted(self, rec: EventRecord) -> None:
         ev = rec.event
         self.replicas.get(int(rec.node[1:]), {}).pop((ev.topic, ev.partition), None)
+
+    def _on_replica_offline(self, rec: EventRecord) -> None:
+        """The replica's log directory failed: its log stays on the disk, served by nobody (a
+        replica that could not even be created there has an empty one)."""
+        ev = rec.event
+        if not self.running.get(rec.node) or ev.topic_id in self.deleted_topic_ids:
+            return
+        b, key = int(rec.node[1:]), (ev.topic, ev.partition)
+        r = self.replicas.get(b, {}).pop(key, None) or ReplicaMirror()
+        r.role = "none"
+        self.offline_replicas.setdefault(b, {})[key] = r
+        self.down_logs.setdefault(b, {})[key] = r.log
 
     def _on_appended(self, rec: EventRecord) -> None:
         r = self._replica(rec)
@@ -488,13 +510,16 @@ class ClusterProjection:
         return PartitionState.from_change(ev, hwm)
 
     def replica(self, partition: str, broker: int) -> ReplicaState | None:
+        """A running broker's replica (one in a failed log directory included: its log as it was).
+        Its `dir` is the one the committed partition record names."""
         topic, _, p = partition.rpartition("-")
         key = (topic, int(p))
-        r = self.replicas.get(broker, {}).get(key)
+        r = self.replicas.get(broker, {}).get(key) or self.offline_replicas.get(broker, {}).get(key)
         if r is None:
             return None
         ev = self._partitions.get(key)
-        return ReplicaState(leo=r.log.end_offset, hwm=r.hwm, in_sync=ev is not None and broker in ev.isr)
+        return ReplicaState(leo=r.log.end_offset, hwm=r.hwm, in_sync=ev is not None and broker in ev.isr,
+                            dir=UNKNOWN if ev is None else _dir_of(ev, broker))
 
     def brokers(self) -> dict[int, BrokerState]:
         out = {}
@@ -505,6 +530,7 @@ class ClusterProjection:
                 epoch=UNKNOWN if reg is None else reg.epoch,
                 alive=self.running.get(f"b{b}", False),
                 in_controlled_shutdown=UNKNOWN if reg is None else bool(reg.in_controlled_shutdown),
+                offline_log_dirs=UNKNOWN if reg is None else list(reg.offline_log_dirs or ()),
             )
         return out
 
@@ -514,7 +540,7 @@ class ClusterProjection:
         under way). A deposed leader still leading an older epoch, cut off from the voters that
         moved on, is not the quorum's leader: leader and epoch always name one pair, as Kafka's
         RaftEventSimulationTest reads its cluster (`Cluster.latestLeader`)."""
-        # Every voter, as contract.md's summary shows them; null for one that is down (or has not
+        # Every voter, as the documented summary shows them; null for one that is down (or has not
         # told its state yet): a reader can index any voter.
         states = {int(v[1:]): self._raft[v][0] if v in self._raft else None for v in sorted(self.voters, key=lambda v: int(v[1:]))}
         if not self._raft:
@@ -597,6 +623,13 @@ class ClusterProjection:
         throttled = sum(p.throttled for p in loads)
         return {"offered": sent + throttled, "throttled": throttled, "sent": sent, "acked": acked, "failed": sum(p.failed for p in loads),
                 "duration_ms": round(duration_ms, 1), "acked_per_s": round(acked * 1000.0 / duration_ms, 1)}
+
+
+def _dir_of(change: Any, broker: int) -> int:
+    """A replica's log directory in a `partition_change` (its `directories` follow `replicas`;
+    none: every replica in directory 0)."""
+    replicas, directories = list(change.replicas), list(change.directories or ())
+    return directories[replicas.index(broker)] if directories and broker in replicas else 0
 
 
 _COUNTERS: dict[str, Callable[[ClusterProjection], Any]] = {

@@ -74,6 +74,7 @@ class ReplicaState:
     leo: int
     hwm: int
     in_sync: bool
+    dir: Any = UNKNOWN  # its log directory, as the committed partition record names it
 
 
 @dataclass
@@ -82,6 +83,7 @@ class BrokerState:
     epoch: Any = UNKNOWN  # int once registered
     alive: bool = False
     in_controlled_shutdown: Any = UNKNOWN  # bool once a controller tracks it
+    offline_log_dirs: Any = UNKNOWN  # the registration's directories reported offline (KIP-858)
 
 
 @dataclass

@@ -10,7 +10,7 @@ owning the files under its own name. What a file holds is modelled in two layers
 Appends, the hot path, therefore cost no copy and a flush is O(1) per file; only a truncation into
 flushed bytes or an atomic replace copies the old durable content once.
 
-Crash semantics follow `storage.modes` (DESIGN.md's table): a process crash reverts the process's
+Crash semantics follow `storage.modes` (the storage table of docs/explanation/architecture.md): a process crash reverts the process's
 files to their durable content only in process_buffer mode; an OS crash reverts every file; a disk
 loss deletes every file. A flush is two-phased (`begin_flush` / `complete_flush`) so that a driver can
 model fsync latency: a crash between the two leaves the data not durable, and a file rewritten or

@@ -1,4 +1,4 @@
-"""Durability modes and crash kinds (DESIGN.md, "Storage and crash semantics").
+"""Durability modes and crash kinds (docs/explanation/architecture.md, "Storage and crash semantics").
 
 | mode           | ack path                         | process crash          | OS crash / power loss      |
 |----------------|----------------------------------|------------------------|----------------------------|

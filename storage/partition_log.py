@@ -12,7 +12,7 @@ Files, under the replica's directory `partitions/<topic>-<partition>/`:
   no offset or time index files: the batches' offsets are kept in memory (`_bases`);
 - `leader-epoch-checkpoint`: the epoch cache, rewritten atomically when it changes.
 
-Record batches are opaque to the broker (DESIGN.md): a header (base offset, count, leader epoch,
+Record batches are opaque to the broker (docs/explanation/architecture.md): a header (base offset, count, leader epoch,
 producer id and base sequence, CRC of the records) and the client's encoded records.
 
 Offsets are 0-based and the log end offset (LEO) is exclusive: LEO=3 means offsets 0..2 exist.
@@ -200,7 +200,7 @@ class PartitionLog:
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """(largest epoch <= `epoch` in the cache, the offset where it ends): the start of the next
         epoch, or the LEO for the latest. (-1, -1) when every cached epoch is greater (Kafka's
-        OffsetsForLeaderEpoch answer, replication-correctness.md §6.6)."""
+        OffsetsForLeaderEpoch answer, the protocol description §6.6)."""
         found = -1
         for i, (e, _start) in enumerate(self.epochs):
             if e > epoch:

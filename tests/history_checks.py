@@ -1,5 +1,5 @@
 """Assertions every run's history must satisfy, whatever ran it (the simulator or Ray): what an
-outside checker (Jepsen-style analysis, contract.md "`events/`") relies on."""
+outside checker (Jepsen-style analysis, docs/reference/events.md) relies on."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Evaluating `wait_for` / `expect` conditions (contract.md, "Conditions") against a ClusterView."""
+"""Evaluating `wait_for` / `expect` conditions (docs/reference/steps-and-conditions.md, "Conditions") against a ClusterView."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from observability.states import UNKNOWN
 
 from .scenario.condition_spec import BROKER_ATTRS, HISTORY_COUNTERS, PARTITION_ATTRS, Comparison, Condition
 
-SET_VALUED = frozenset({"replicas", "isr", "elr", "last_known_elr", "adding_replicas", "removing_replicas"})
-# The subjects' attributes (contract.md, "Conditions") less those no metadata record holds: `hwm`
+SET_VALUED = frozenset({"replicas", "isr", "elr", "last_known_elr", "adding_replicas", "removing_replicas", "offline_log_dirs"})
+# The subjects' attributes (docs/reference/steps-and-conditions.md, "Conditions") less those no metadata record holds: `hwm`
 # is the leader's and `alive` the process's, not the controller's, and `exists` is whether there is
 # a record at all; they are read from the cluster as it is now.
 PARTITION_RECORD_KEYS = frozenset(PARTITION_ATTRS) - {"hwm", "exists"}

@@ -32,6 +32,7 @@ def cluster_settings(spec: ClusterSpec) -> ClusterSettings:
         StorageMode(spec.storage),
         KafkaSettings(**spec.config.model_dump()),
         ProtocolSettings(**spec.protocol.model_dump()),
+        spec.log_dirs,
     )
 
 

@@ -21,6 +21,7 @@ from .scenario.schema import Scenario
 from .scenario.step_spec import (
     CrashStep,
     ExpectStep,
+    FailLogDirStep,
     HealStep,
     IsolateStep,
     LinkStep,
@@ -97,6 +98,8 @@ class StepRunner:
                 rt.crash(self.resolve(args.node), args.mode)
             case RestartStep(restart=node):
                 rt.restart(self.resolve(node))
+            case FailLogDirStep(fail_log_dir=args):
+                rt.fail_log_dir(args.broker, args.dir)
             case ShutdownStep():
                 args = step.target()
                 rt.shutdown(self.resolve(args.node), SHUTDOWN_TIMEOUT_MS, wait=args.wait)
@@ -114,7 +117,7 @@ class StepRunner:
                 raise AssertionError(f"no handler for step {step.kind()!r}")
 
     def resolve(self, ref: str) -> str:
-        """A node name, or a selector resolved against the cluster as it is now (contract.md)."""
+        """A node name, or a selector resolved against the cluster as it is now (docs/reference)."""
         view = self.runtime.view()
         if ref == "controller-leader":
             leader = view.quorum().leader

@@ -63,7 +63,7 @@ class ConsumeCommand:
     final_source: str | None = None
     deadline_ms: float | None = None
     # False: the leader read has an HWM below its LESO, so it cannot tell yet whether its log above
-    # the HWM is committed (replication-correctness.md §6.4.2): what it answers is the committed
+    # the HWM is committed (the protocol description §6.4.2): what it answers is the committed
     # log as far as it knows, not known to be all of it.
     final_exact: bool = True
 

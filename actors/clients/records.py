@@ -1,8 +1,8 @@
 """What a record batch's payload holds: the records' values and their identity.
 
-Brokers never decode a batch (DESIGN.md); clients do. A record is identified by its producer's name
+Brokers never decode a batch (docs/explanation/architecture.md); clients do. A record is identified by its producer's name
 and its sequence (per producer, from 0) from the moment it is handed to the producer to the final
-read of the log (contract.md, "`events/`"), so the identity travels inside the payload, next to the
+read of the log (docs/reference/events.md), so the identity travels inside the payload, next to the
 values: `[producer, [sequence...], [value...]]`.
 """
 

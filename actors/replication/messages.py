@@ -20,7 +20,7 @@ from storage.partition_log import RecordBatch
 
 CONSUMER = -1  # replica id of a consumer's fetch (Kafka's -1)
 # replica id of the end-of-run final read: any replica (not only the leader) answers it from its own
-# log below its own HWM (kraftlab's, not Kafka's: the history's `final_read`, contract.md)
+# log below its own HWM (kraftlab's, not Kafka's: the history's `final_read`, docs/reference)
 FINAL_READER = -2
 
 # errors (Kafka's names)
@@ -35,6 +35,9 @@ OFFSET_OUT_OF_RANGE = "OFFSET_OUT_OF_RANGE"
 OFFSET_NOT_AVAILABLE = "OFFSET_NOT_AVAILABLE"
 STALE_BROKER_EPOCH = "STALE_BROKER_EPOCH"
 UNKNOWN_TOPIC_OR_PARTITION = "UNKNOWN_TOPIC_OR_PARTITION"
+# The replica is in a failed log directory (KIP-858): Kafka's KafkaStorageException, retriable (a
+# client refreshes its metadata and finds the new leader).
+KAFKA_STORAGE_ERROR = "KAFKA_STORAGE_ERROR"
 CORRUPT_MESSAGE = "CORRUPT_MESSAGE"
 FETCH_SESSION_ID_NOT_FOUND = "FETCH_SESSION_ID_NOT_FOUND"
 INVALID_FETCH_SESSION_EPOCH = "INVALID_FETCH_SESSION_EPOCH"
@@ -56,6 +59,7 @@ RETRIABLE = frozenset(
         NOT_ENOUGH_REPLICAS_AFTER_APPEND,
         REQUEST_TIMED_OUT,
         UNKNOWN_TOPIC_OR_PARTITION,
+        KAFKA_STORAGE_ERROR,
     }
 )
 

@@ -1,6 +1,6 @@
 """One partition replica on a broker: its log, its high watermark, and its part as leader or follower.
 
-Sections cited are replication-correctness.md's.
+Sections cited are the protocol description's.
 
 Leader (`become_leader`):
 - records its Leader Epoch Start Offset (LESO = its LEO when elected) in the epoch cache (§6.4.2);
@@ -23,7 +23,7 @@ what it gets, takes the HWM from the response (so its local HWM may go down, §6
 where the leader says its log diverges (§6.6). With `leader_epoch_truncation: false` it truncates
 to its local HWM on becoming a follower instead (Kafka before KIP-101).
 
-Protocol switches (contract.md `protocol`): maximal_isr, strict_min_isr,
+Protocol switches (docs/reference `protocol`): maximal_isr, strict_min_isr,
 broker_epoch_in_alter_partition, leader_epoch_truncation.
 """
 
@@ -242,9 +242,10 @@ class PartitionReplica:
             self._truncate(self.hwm, "become_follower_hwm", out)
         out.emit(BecomeFollower(self.topic, self.partition, rec.leader, rec.leader_epoch, was, self.leo, self.hwm, topic_id=self.topic_id))
 
-    def stop(self, out: Output) -> None:
-        """No longer a replica the broker serves (removed, or the broker is shutting down)."""
-        self._fail_waiting(NOT_LEADER_OR_FOLLOWER, out)
+    def stop(self, out: Output, error: str = NOT_LEADER_OR_FOLLOWER) -> None:
+        """No longer a replica the broker serves (removed, the broker is shutting down, or its log
+        directory failed: `error` KAFKA_STORAGE_ERROR); requests waiting on it fail with `error`."""
+        self._fail_waiting(error, out)
         self.role = "none"
         self.followers = {}
         self.pending_isr = None

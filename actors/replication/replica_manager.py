@@ -10,6 +10,12 @@ requests clients and peers send it (Kafka's ReplicaManager and ReplicaFetcherMan
   carry the partitions that changed, and the leader processes only those.
 - The leader long-polls follower fetches (`replica.fetch.wait.max.ms`): a fetch with nothing to
   return waits until a produce appends to one of its partitions, leadership moves, or the wait ends.
+- Log directories (KIP-858): a failed directory's replicas go offline (`fail_dir`, Kafka's
+  ReplicaManager.handleLogDirFailure and markPartitionOffline): no longer led, followed or read,
+  answered KAFKA_STORAGE_ERROR, their metadata ignored, until the broker restarts; their files
+  stay. A replica's directory is the one its committed partition record names (kraftlab keeps
+  replica files under `partitions/` whatever their directory: a logical number, not a
+  subdirectory, since no file moves when a directory fails or comes back).
 - Timers: the ISR shrink check (every replica.lag.time.max.ms / 2, as Kafka), the HWM checkpoint
   (every replica.high.watermark.checkpoint.interval.ms, 5 s), log.flush.interval.ms flushes,
   produce and AlterPartition timeouts, fetch back-off and request timeouts.
@@ -23,9 +29,9 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from actors.contract import Delete, Envelope, Flush, FlushCompleted, Output, Replace
-from controller_quorum.metadata import PartitionRecord
+from controller_quorum.metadata import DEFAULT_DIR, PartitionRecord
 from controller_quorum.requests import AlterPartitionResponse, GetReplicaLogInfoRequest, GetReplicaLogInfoResponse
-from observability.events import ReplicaDeleted, ReplicaRecovered
+from observability.events import ReplicaDeleted, ReplicaOffline, ReplicaRecovered
 from storage.codec import pack, unpack
 from storage.partition_log import (
     PartitionLog,
@@ -43,6 +49,7 @@ from .messages import (
     FINAL_READER,
     INITIAL_SESSION_EPOCH,
     INVALID_FETCH_SESSION_EPOCH,
+    KAFKA_STORAGE_ERROR,
     NOT_LEADER_OR_FOLLOWER,
     OFFSET_OUT_OF_RANGE,
     UNKNOWN_TOPIC_OR_PARTITION,
@@ -116,6 +123,11 @@ class ReplicaManager:
         self.next_flush_ms: float | None = None
         # ((id, offset) of the image, the image (kept so that its id stays its own), partitions, brokers)
         self._metadata_answer: tuple | None = None
+        # KIP-858: the failed log directories, and the replicas in them (Kafka's
+        # HostedPartition.Offline), kept apart from `replicas` (None: one that could not be
+        # created, its directory being offline already).
+        self.offline_dirs: set[int] = set()
+        self.offline: dict[Key, PartitionReplica | None] = {}
 
     # --- start-up ------------------------------------------------------------------------------
 
@@ -164,6 +176,13 @@ class ReplicaManager:
     def apply_partition(self, rec: PartitionRecord, now_ms: float, out: Output) -> None:
         me = self.env.broker_id
         key = (rec.topic, rec.partition)
+        in_failed_dir = me in rec.replicas and rec.dir_of(me) in self.offline_dirs
+        if in_failed_dir and key in self.replicas:
+            # Recovered at start-up, its directory known only now from the metadata.
+            self._take_offline(key, self.replicas[key], rec.dir_of(me), now_ms, out)
+        if key in self.offline or in_failed_dir:
+            self._apply_to_offline(key, rec, out)
+            return
         replica = self.replicas.get(key)
         topic_id = self.env.image.topics.get(rec.topic)
         if replica is not None and (me not in rec.replicas or replica.topic_id not in (None, topic_id)):
@@ -212,6 +231,9 @@ class ReplicaManager:
 
     def remove_partition(self, key: Key, out: Output) -> None:
         """The partition is gone from the metadata (its topic was deleted): delete its replica."""
+        if key in self.offline:
+            del self.offline[key]  # its files cannot be deleted now: a stray log at the next start
+            return
         replica = self.replicas.get(key)
         if replica is not None:
             self._remove_replica(key, replica, out)
@@ -227,6 +249,52 @@ class ReplicaManager:
         out.write(Delete(replica.log.epoch_path))
         out.write(Delete(partition_metadata_path(replica.log.directory)))
         out.emit(ReplicaDeleted(replica.topic, replica.partition, replica.topic_id))
+
+    # --- failed log directories (KIP-858) -----------------------------------------------------------
+
+    def fail_dir(self, log_dir: int, now_ms: float, out: Output) -> None:
+        """Kafka's ReplicaManager.handleLogDirFailure: every replica in the directory goes offline
+        (markPartitionOffline): its fetcher is removed, requests waiting on it fail, and it is
+        served no more until the broker restarts."""
+        self.offline_dirs.add(log_dir)
+        for key in sorted(k for k in self.replicas if self._dir_of(k) == log_dir):
+            self._take_offline(key, self.replicas[key], log_dir, now_ms, out)
+
+    def _dir_of(self, key: Key) -> int:
+        """A replica's log directory: the one its committed partition record names (one recovered
+        from disk that the metadata does not hold, a stray log, is in DEFAULT_DIR)."""
+        rec = self.env.image.partitions.get(key)
+        return rec.dir_of(self.env.broker_id) if rec is not None else DEFAULT_DIR
+
+    def _take_offline(self, key: Key, replica: PartitionReplica, log_dir: int, now_ms: float, out: Output) -> None:
+        self._unfollow(key)
+        replica.stop(out, KAFKA_STORAGE_ERROR)
+        del self.replicas[key]
+        self.timed.pop(key, None)
+        self.leading.discard(key)
+        self.offline[key] = replica
+        self._complete_parked(key, now_ms, out)  # followers waiting on it get their answer now
+        out.emit(ReplicaOffline(replica.topic, replica.partition, log_dir, replica.topic_id))
+
+    def _apply_to_offline(self, key: Key, rec: PartitionRecord, out: Output) -> None:
+        """Metadata for a replica in a failed directory: ignored (Kafka's applyDelta skips an
+        offline partition: "it resides in an offline log directory"), unless the broker is no
+        replica of it any more, when it is forgotten (its files stay: a stray log at the next
+        start). A new replica placed in a failed directory cannot be created: offline at once
+        (LogManager.createLog's KafkaStorageException)."""
+        me = self.env.broker_id
+        if key in self.offline:
+            replica = self.offline[key]
+            stale = replica is not None and replica.topic_id not in (None, self.env.image.topics.get(rec.topic))
+            if me not in rec.replicas or stale:
+                del self.offline[key]
+            return
+        self.offline[key] = None
+        out.emit(ReplicaOffline(rec.topic, rec.partition, rec.dir_of(me), self.env.image.topics.get(rec.topic)))
+
+    def _missing_replica_error(self, key: Key) -> str:
+        """The error for a request about a partition this broker does not serve."""
+        return KAFKA_STORAGE_ERROR if key in self.offline else NOT_LEADER_OR_FOLLOWER
 
     def _unfollow(self, key: Key) -> None:
         for f in self.fetchers.values():
@@ -372,7 +440,7 @@ class ReplicaManager:
             fp = session.positions[key]
             replica = self.replicas.get(key)
             if replica is None:
-                answers[key] = FetchedPartition(fp.topic, fp.partition, NOT_LEADER_OR_FOLLOWER)
+                answers[key] = FetchedPartition(fp.topic, fp.partition, self._missing_replica_error(key))
                 continue
             if session.skipped_since_processed(key, session.previous_fetch_ms):
                 replica.note_skipped_fetch(follower, session.previous_fetch_ms)
@@ -398,7 +466,7 @@ class ReplicaManager:
                     continue  # forgotten since
                 replica = self.replicas.get(key)
                 if replica is None:
-                    answer = FetchedPartition(fp.topic, fp.partition, NOT_LEADER_OR_FOLLOWER)
+                    answer = FetchedPartition(fp.topic, fp.partition, self._missing_replica_error(key))
                 elif replica.has_data_for(fp) or fp.fetch_offset > replica.log.end_offset:
                     answer = replica.read_for_follower(fp)
                 elif session.sent_hwm.get(key) != replica.hwm:
@@ -438,7 +506,8 @@ class ReplicaManager:
         for fp in req.partitions:
             replica = self.replicas.get((fp.topic, fp.partition))
             if replica is None or not (replica.is_leader or final):
-                parts.append(FetchedPartition(fp.topic, fp.partition, NOT_LEADER_OR_FOLLOWER))
+                error = self._missing_replica_error((fp.topic, fp.partition)) if replica is None else NOT_LEADER_OR_FOLLOWER
+                parts.append(FetchedPartition(fp.topic, fp.partition, error))
                 continue
             if not final and fp.last_fetched_epoch >= 0 and self.env.settings.protocol.leader_epoch_truncation:
                 # KIP-320: the consumer's position is validated against this leader's epochs (Kafka's
@@ -461,7 +530,7 @@ class ReplicaManager:
         replica = self.replicas.get(key)
         if replica is None:
             if req.acks != 0:
-                out.send(Envelope(self.env.node_id, src, ProduceResponse(req.request_id, req.topic, req.partition, NOT_LEADER_OR_FOLLOWER)))
+                out.send(Envelope(self.env.node_id, src, ProduceResponse(req.request_id, req.topic, req.partition, self._missing_replica_error(key))))
             return
         before = replica.log.end_offset
         replica.on_produce(src, req, now_ms, out)
@@ -471,7 +540,7 @@ class ReplicaManager:
     def on_list_offsets(self, src: str, req: ListOffsetsRequest, out: Output) -> None:
         replica = self.replicas.get((req.topic, req.partition))
         if replica is None:
-            resp = ListOffsetsResponse(req.request_id, req.topic, req.partition, NOT_LEADER_OR_FOLLOWER)
+            resp = ListOffsetsResponse(req.request_id, req.topic, req.partition, self._missing_replica_error((req.topic, req.partition)))
         else:
             resp = replica.list_offsets_latest(req.request_id, out)
         out.send(Envelope(self.env.node_id, src, resp))
@@ -492,7 +561,9 @@ class ReplicaManager:
         replica = self.replicas.get((req.topic, req.partition))
         epoch = self.env.broker_epoch if self.env.broker_epoch is not None else -1
         if replica is None:
-            resp = GetReplicaLogInfoResponse(req.request_id, self.env.broker_id, epoch, req.topic, req.partition, UNKNOWN_TOPIC_OR_PARTITION)
+            key = (req.topic, req.partition)
+            error = KAFKA_STORAGE_ERROR if key in self.offline else UNKNOWN_TOPIC_OR_PARTITION
+            resp = GetReplicaLogInfoResponse(req.request_id, self.env.broker_id, epoch, req.topic, req.partition, error)
         else:
             last_epoch, leo = replica.log_info()
             resp = GetReplicaLogInfoResponse(req.request_id, self.env.broker_id, epoch, req.topic, req.partition, None, last_epoch, leo)
@@ -600,8 +671,11 @@ class ReplicaManager:
                     self.replicas[key].note_skipped_fetch(session.follower, at)
 
     def checkpoint_hwms(self, out: Output) -> None:
-        """Write every replica's local HWM (Kafka's replication-offset-checkpoint) if any moved."""
+        """Write every replica's local HWM (Kafka's replication-offset-checkpoint) if any moved.
+        An offline replica keeps the HWM it had: Kafka keeps a checkpoint file per directory and
+        stops writing the failed one's, which holds its replicas' HWMs when the broker restarts."""
         current = {r.name: r.hwm for r in self.replicas.values()}
+        current.update({r.name: r.hwm for r in self.offline.values() if r is not None})
         if current != self.checkpointed:
             self.checkpointed = current
             out.write(Replace(HWM_CHECKPOINT_FILE, pack(current)))

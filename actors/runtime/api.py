@@ -220,6 +220,10 @@ class ClusterRuntime(Protocol):
         """A controlled shutdown; `wait`: until the node has stopped (else return once asked)."""
         ...
 
+    def fail_log_dir(self, broker: int, log_dir: int) -> None:
+        """A broker's log directory fails until it restarts (KIP-858); directory 0 halts it."""
+        ...
+
     # network
     def isolate(self, node: str) -> None: ...
 

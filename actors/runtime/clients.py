@@ -134,7 +134,7 @@ class Clients:
 
     def finish(self) -> None:
         """End the run's client activity so that its history can be checked from outside
-        (contract.md, "`events/`"): every producer settles its pending records (one `produce_ack`
+        (docs/reference/events.md): every producer settles its pending records (one `produce_ack`
         per `produce_send`), load consumers catch up with what is committed now (`consumer_done`
         says whether they did), and, when records were produced, a final read of every partition
         (`final_read`)."""
@@ -178,7 +178,7 @@ class Clients:
         its read is exactly the committed log when its HWM is its log end (the consumer's
         `_on_final_read` says so in `complete`). So is a leader's once its HWM has reached its
         LESO; below it, the leader cannot tell whether the records of the epochs before its own
-        are committed (replication-correctness.md §6.4.2: a partition left under MinISR keeps
+        are committed (the protocol description §6.4.2: a partition left under MinISR keeps
         its new leader's HWM there), and its read is incomplete."""
         cluster, view = self.cluster, self.view
         states, brokers = view.partitions(), view.brokers()

@@ -1,7 +1,7 @@
 """Ctrl-C and SIGTERM for the `kraftlab` command: both end the command through the same clean-up
 as an error does (the run's history flushed, its cluster and data root removed, a campaign's log
 closed and results.parquet rebuilt), then exit 130 (SIGINT) or 143 (SIGTERM), the shell's codes
-for a command ended by a signal, distinct from contract.md's 0, 1 and 2.
+for a command ended by a signal, distinct from the documented 0, 1 and 2.
 
 Why the command keeps the signals to itself: the libraries it starts install handlers of their
 own that do not end it cleanly. `ray.init` leaves Ray's C++ SIGTERM handler in the driver, which

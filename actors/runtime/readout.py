@@ -26,7 +26,7 @@ from actors.runtime.api import (
 from controller_quorum.requests import NONE, NOT_CONTROLLER, TOPIC_ALREADY_EXISTS, AdminError
 from observability.checks import OnlineChecks, QuorumDisruption
 from observability.committed_history import CommittedHistory
-from observability.events import ClusterReady
+from observability.events import ClusterReady, Fault
 from observability.projection import ClusterProjection
 
 ADMIN_RETRY_MS = 100.0
@@ -41,6 +41,7 @@ class RoleCluster:
     sim: Any
     settings: Any
     clients: Any
+    fault_backend: str  # the history's `backend` of the faults this cluster makes
     topics: tuple[TopicSettings, ...]
     # False: every check judges the whole cluster at every call (tests compare the two).
     incremental_checks = True
@@ -68,6 +69,20 @@ class RoleCluster:
         touched; this judges every partition, the quorum and the metadata once more, whatever the
         last events touched (the same verdicts: tests/sim/test_incremental_checks.py)."""
         self.sim.report(self.checks.check_all())
+
+    # --- a fault both runtimes make alike ----------------------------------------------------------
+
+    def fail_log_dir(self, broker: int, log_dir: int) -> None:
+        """A broker's log directory fails (KIP-858): the broker stops serving the replicas in it
+        (its role decides what follows, `BrokerNode.fail_log_dir`). When the directory holds the
+        metadata log the broker halts (Kafka's ReplicaManager.handleLogDirFailure calls Exit.halt):
+        its process is stopped here as a process crash would stop it (a `crash_process` row)."""
+        node = f"b{broker}"
+        if not self.sim.is_running(node):
+            raise StepFailed(f"{node} is not running")
+        self.sim.record(Fault("fail_log_dir", node, backend=self.fault_backend, dir=log_dir))
+        if self.invoke(node, lambda role, now, d=log_dir: role.fail_log_dir(d, now)):
+            self.crash(node, "process")
 
     # --- bring-up and admin calls (both runtimes) ------------------------------------------------
 
@@ -144,7 +159,7 @@ class RoleCluster:
         it, asked again (after a pause) while the one asked answers that it is not active.
         Returns the answer (None: carried out). A scenario's admin step (`name`) records the
         answer in the history; with `expect_error` (Kafka's error name, NONE for none) another
-        answer fails the step, and without it any answer is accepted (contract.md, admin steps)."""
+        answer fails the step, and without it any answer is accepted (docs/reference, admin steps)."""
         deadline = self.now_ms + timeout_ms
         while True:
             if not self.run_until(lambda: self.view().quorum().leader is not None, max(deadline - self.now_ms, 0.0)):

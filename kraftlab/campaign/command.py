@@ -153,7 +153,7 @@ def build_summary(campaign: Campaign, out: Path, tally: CampaignTally, minimal: 
         if sig in minimal:
             entry["minimal"] = {k: minimal[sig][k] for k in ("minimal", "replay", "before", "after", "reproduced", "candidate_runs")}
     errors = sum(r.error for r in reports)
-    # contract.md's exit codes: 1 when "an invariant was violated" that nothing expected. An
+    # the documented exit codes: 1 when "an invariant was violated" that nothing expected. An
     # `expect` block says which findings a campaign is meant to show; without one, every finding
     # is unexpected (a campaign that runs as a gate fails on it).
     unexpected = 0 if campaign.spec.expect else sum(r.violation for r in reports)

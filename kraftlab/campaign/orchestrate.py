@@ -6,7 +6,7 @@ The campaign directory (`--out`, default `campaigns/<name>/`):
     campaign.yaml        the campaign file as given (what `kraftlab analyze` reads its matrix from)
     base-scenario.yaml   the base scenario as it was when the campaign started
     results.jsonl        the results log: one line per finished run, fsynced before the run counts
-    results.parquet      one row per run (contract.md), rebuilt from the log at the end
+    results.parquet      one row per run (docs/reference), rebuilt from the log at the end
     summary.json         the per-cell table, the signatures and the `expect` verdicts
     runs/<run>/          each run's directory (summary.json, scenario.yaml, events/, metrics.om)
     failures/<signature>/minimal.yaml, minimize.json   a minimal scenario per failure signature

@@ -1,16 +1,16 @@
-"""One run's row of `results.parquet` (contract.md, "Campaign file"), from its summary.
+"""One run's row of `results.parquet` (docs/reference/campaign-format.md), from its summary.
 
 A run's findings are what broke, by name: the invariants the online checker saw violated
 (summary.json `violations`), the contract's history anomalies found in the run's own history
 (`lost-write`, `duplicate`, `uncommitted-read`, `nonmonotonic-poll`...: observability/history_anomalies.py,
 the Spark analysis's rules counted in plain Python, so that each run costs only itself; `lost-write`
-is contract.md's, "acknowledged ok, absent from the final read", whatever the record's `acks`, and
+is the documented one, "acknowledged ok, absent from the final read", whatever the record's `acks`, and
 also found when the summary's `acked_lost` counts acks=all records missing from the log now),
 `liveness` when the cluster did not serve again within the bound after the faults healed (a
 failed epilogue step, workloads/campaign/generate.py), and `expect` when one of the base
 scenario's own steps failed. `kraftlab analyze CAMPAIGN_DIR` gives the same anomalies with
-examples. (Before 2026-11-25 a campaign found `lost-write` for acks=all records only, so a cell
-that lost acks=1 records, which Kafka allows, could pass `clean` while `analyze` said otherwise.)
+examples: `lost-write` covers records of every `acks`, so a cell that loses acks=1 records, which
+Kafka allows, is not `clean`, as `analyze` would say.
 
 Findings the protocol allows are kept apart (`excused`), as the simulator's sweeps keep them: on a
 partition that went beyond the protocol's tolerance (MinISR lossy unclean shutdowns of its leader

@@ -1,4 +1,4 @@
-"""`kraftlab testbed`: emulated hosts on one Linux machine (contract.md, "Testbed").
+"""`kraftlab testbed`: emulated hosts on one Linux machine (docs/testbed.md).
 
 Each host is a network namespace with an address on the testbed's bridge, a mount namespace with
 its own /tmp, /dev/shm, home and data directory, a UTS namespace (its hostname) and a PID namespace

@@ -1,4 +1,4 @@
-"""`kraftlab testbed up|status|down|exec` (contract.md, "Testbed")."""
+"""`kraftlab testbed up|status|down|exec` (docs/testbed.md)."""
 
 from __future__ import annotations
 

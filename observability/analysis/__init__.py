@@ -1,4 +1,4 @@
-"""`kraftlab analyze`: a run's event history checked by Spark DataFrame jobs (contract.md,
+"""`kraftlab analyze`: a run's event history checked by Spark DataFrame jobs (docs/reference,
 "`analysis/`: written by `kraftlab analyze`").
 
 One concern per module: `errors` (bad input, told apart from bugs), `session` (the Spark session,

@@ -1,4 +1,4 @@
-"""The contract's history anomalies (contract.md, "`analysis/`"), as few DataFrame jobs.
+"""The contract's history anomalies (docs/reference/analysis.md), as few DataFrame jobs.
 
 Every check reads record identities, (`producer`, `sequence`), out of four kinds of rows:
 `produce_ack` (outcomes), `consume` (what consumers read), `final_read` (the committed log at the
@@ -33,7 +33,7 @@ EXAMPLES = 5
 NAMES = ANOMALY_NAMES
 IDENTITY = ["run", "producer", "sequence"]
 PLACE = ["run", "topic", "partition"]
-# A consumer poll, the unit the two poll anomalies count (contract.md: "of consumer polls"): one
+# A consumer poll, the unit the two poll anomalies count (docs/reference: "of consumer polls"): one
 # poll that went back in two partitions is one poll; a restarted consumer numbers polls from 0 again.
 POLL = ["run", "consumer", "incarnation", "poll"]
 
@@ -53,7 +53,7 @@ RECORD_KINDS = ("produce_send", "produce_ack", "consume", "final_read")
 
 def without_deleted_topics(history: DataFrame) -> DataFrame:
     """The history without the record-level rows of deleted topics (`topic_deleted`, by
-    `topic_id`): a deleted topic's records are neither lost nor required (contract.md), and a topic
+    `topic_id`): a deleted topic's records are neither lost nor required (docs/reference), and a topic
     created again under the name is judged on its own records. The deleted ids are few: a
     broadcast anti-join, no shuffle of the records."""
     deleted = history.where(F.col("kind") == "topic_deleted").select("run", "topic_id").distinct()
@@ -260,7 +260,7 @@ def record_anomalies(views: HistoryViews, unseen_runs: list[str]) -> tuple[dict[
 
 def sent_acks(views: HistoryViews, records: DataFrame) -> dict[str, dict[str | None, int]]:
     """Per run, `records` (rows of `HistoryViews.records`) counted by the `acks` of their
-    `produce_send` (contract.md gives `acks` to the send; kraftlab's acknowledgements carry it too,
+    `produce_send` (docs/reference gives `acks` to the send; kraftlab's acknowledgements carry it too,
     a history written by another tool may not): None when the send has none, or no send."""
     sends = (views.record_rows.where(F.col("kind") == "produce_send").select(*IDENTITY, "acks")
              .dropDuplicates(IDENTITY))
@@ -280,7 +280,7 @@ def _anomaly(df: DataFrame, order: list[str]) -> Anomaly:
 
 def inconsistent_offsets(views: HistoryViews) -> Anomaly:
     """One (topic, partition, offset) holding different records across every read: consumers'
-    and the final read's, counted in records (contract.md: "the number of distinct records showing
+    and the final read's, counted in records (docs/reference: "the number of distinct records showing
     it"), those read at such an offset. An offset holds two records exactly when the least and the
     greatest fingerprints of the (producer, sequence) read there differ, or the least and the
     greatest sequences do (exact but for a 64-bit hash collision of two records of equal
@@ -367,7 +367,7 @@ def consumers_ran_to_the_end(history: DataFrame, views: HistoryViews, runs: list
 
     - A run with `consumer_done` rows (kraftlab's load consumers): when every one said at the end
       of the run that it had read every partition up to the committed end.
-    - Otherwise (a history of consume steps, or one written by another tool from contract.md):
+    - Otherwise (a history of consume steps, or one written by another tool from docs/reference):
       when every partition of the final read was read from its first offset to its last by some
       consumer: it was there from the start to the end (a record it skipped on the way is unseen,
       and a poll-skip).

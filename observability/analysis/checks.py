@@ -1,4 +1,4 @@
-"""checks.json put together (contract.md, "`analysis/`"): per run, the anomalies, the invariants,
+"""checks.json put together (docs/reference/analysis.md): per run, the anomalies, the invariants,
 the verdict and the figures; for a campaign, the same over all runs, per matrix cell (`cells`),
 and one row per run (`runs.parquet`, written by analyze.py).
 

@@ -1,7 +1,7 @@
 """The columns a history is read with, whoever wrote its files.
 
 kraftlab's writer gives every file every column, with the types of `observability/events.py`. A
-history written from contract.md by other tools need not: a file per node may hold only the columns
+history written from docs/reference by other tools need not: a file per node may hold only the columns
 of its node's kinds, a list that is always empty may be typed `list<null>`, and integers may be
 int64 where kraftlab writes int32. Spark (and a pyarrow dataset) take the columns of one file for
 the whole history, so the others' columns would read as absent, silently.
@@ -35,7 +35,7 @@ _NUMERIC_ORDER = (IntegerType(), LongType(), DoubleType())
 
 
 def declared_name(column: str) -> str:
-    """The type events.py (and contract.md) give `column`, by its Arrow name: int32, list<int32>..."""
+    """The type events.py (and docs/reference) give `column`, by its Arrow name: int32, list<int32>..."""
     return {**COMMON_COLUMNS, **COLUMN_TYPES}[column]
 
 
@@ -94,7 +94,7 @@ class Layout:
             # Without them no row can be placed (which node, which incarnation, where in its
             # numbering): judging such a file would call a history complete that says nothing.
             raise AnalysisInputError(f"{path}: no column {', '.join(f'`{c}`' for c in missing)} (every row of the "
-                                     f"history has {', '.join(COMMON_COLUMNS)}, see contract.md)")
+                                     f"history has {', '.join(COMMON_COLUMNS)}, see docs/reference/events.md)")
         wanted = set(self.columns)
         columns = []
         for f in schema:
@@ -104,7 +104,7 @@ class Layout:
                 columns.append((f.name, spark_type(f.type)))
             except ValueError as exc:
                 raise AnalysisInputError(f"{path}: column `{f.name}` has {exc}, which the checks cannot read "
-                                         f"(expected {declared_type(f.name).simpleString()}, see contract.md)") from None
+                                         f"(expected {declared_type(f.name).simpleString()}, see docs/reference/events.md)") from None
         signature = tuple(sorted(columns, key=lambda c: c[0]))
         self.groups.setdefault(signature, []).append(path)
 
@@ -124,7 +124,7 @@ class Layout:
                 if both is None:
                     raise AnalysisInputError(
                         f"column `{name}`: {types[name].simpleString()} in {seen_in[name]}, {dtype.simpleString()} "
-                        f"in {path} (expected {declared_type(name).simpleString()} in every file, see contract.md)")
+                        f"in {path} (expected {declared_type(name).simpleString()} in every file, see docs/reference/events.md)")
                 types[name] = both
         unified = {}
         for name in self.columns:
@@ -139,6 +139,6 @@ class Layout:
             both = wider(declared, found)
             if both is None:
                 raise AnalysisInputError(f"{seen_in[name]}: column `{name}` is {found.simpleString()} "
-                                         f"(expected {declared_name(name)}, see contract.md)")
+                                         f"(expected {declared_name(name)}, see docs/reference/events.md)")
             unified[name] = both
         return unified

@@ -1,4 +1,4 @@
-"""Protocol invariants (reference/protocol-facts.md) re-checked from the history by Spark, over the
+"""Protocol invariants (docs/explanation/protocol-facts.md) re-checked from the history by Spark, over the
 whole run at once, and the run's own online verdicts (summary.json) beside them.
 
 Spark re-checks those that the history's committed metadata, elections, role changes and

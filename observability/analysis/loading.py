@@ -1,5 +1,5 @@
 """What `kraftlab analyze` reads: one run directory, or a campaign directory of many, as one
-Spark DataFrame with a `run` column (contract.md, "`events/`: the history").
+Spark DataFrame with a `run` column (docs/reference/events.md).
 
 A campaign is analyzed as one dataset, not run after run: every check groups by `run` (a single
 run is a dataset of one run), so the number of Spark jobs does not grow with the number of runs.
@@ -44,7 +44,7 @@ from .errors import AnalysisInputError
 # A run id must survive the trip through a file URI unchanged (Spark's `input_file_name` is
 # URI-encoded), so campaigns name run folders with these characters only.
 RUN_ID = re.compile(r"^[A-Za-z0-9._=,-]+$")
-# results.parquet columns that are not matrix keys (contract.md, "Campaign file").
+# results.parquet columns that are not matrix keys (docs/reference/campaign-format.md).
 RESULT_COLUMNS = frozenset({"run", "seed", "status", "violations", "signature", "replay", "error", "traceback", "cell",
                             "excused", "beyond_tolerance", "faults", "first_violation_ms", "history_kept"})
 

@@ -1,4 +1,4 @@
-"""`report.html` and its PNG plots, written beside checks.json (contract.md, "`analysis/`").
+"""`report.html` and its PNG plots, written beside checks.json (docs/reference/analysis.md).
 
 Reads only what `kraftlab analyze` wrote (checks.json, windows.parquet) and, for a single run, the
 partition_change and fault rows of its events (report_data.py): no Spark. Each file is written

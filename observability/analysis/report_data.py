@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from observability.events import NETWORK_FAULTS, NODE_FAULTS, fault_undone_by
+from observability.events import NETWORK_FAULTS, RESTART_ENDED_FAULTS, fault_undone_by
 from observability.history import SCHEMA as HISTORY_SCHEMA
 
 from .errors import AnalysisInputError
@@ -46,7 +46,7 @@ def _events(run_dir: Path) -> ds.Dataset | None:
     """The run's history as one dataset of every column any file has (a pyarrow dataset would take
     one file's columns for all: columns.py says why files may differ), the others as declared in
     events.py, so that a column read is there, null where a file lacks it."""
-    # Only complete files: one still being written has a name not ending in .parquet (contract.md).
+    # Only complete files: one still being written has a name not ending in .parquet (docs/reference).
     files = sorted(str(p) for p in (Path(run_dir) / "events").glob("*.parquet"))
     if not files:
         return None
@@ -122,7 +122,7 @@ def fault_spans(run_dir: Path) -> list[FaultSpan]:
             .sort_by([("time_ms", "ascending"), ("node_seq", "ascending")]).to_pylist())
     spans = []
     for i, start in enumerate(rows):
-        if start["fault"] not in NODE_FAULTS + NETWORK_FAULTS:
+        if start["fault"] not in RESTART_ENDED_FAULTS + NETWORK_FAULTS:
             continue
         end = next((e for e in rows[i + 1:] if fault_undone_by(start["fault"], start["target"], e["fault"], e["target"])), None)
         spans.append(FaultSpan(start["fault"], start["target"], start["time_ms"], end["time_ms"] if end else None))

@@ -2,7 +2,7 @@
 record never disappears from a replica's log by a truncation, except where the protocol allows it.
 
 Why a truncation below the HWM shows an incomplete leader: "Once an offset is committed, it is
-stable which means it will survive leader changes" (replication-correctness.md §6.6). A replica only ever truncates
+stable which means it will survive leader changes" (the protocol description §6.6). A replica only ever truncates
 as a follower, to where its leader's log stops matching its own (KIP-101's diverging epoch, or the
 leader's log end when it answers OFFSET_OUT_OF_RANGE; `actors/replication/replica.py`). Everything
 below the replica's local HWM is committed (the local HWM never exceeds the true HWM, §6.4) and

@@ -1,4 +1,4 @@
-"""Per-second windows of a run (`windows.parquet`, contract.md "`analysis/`") and the overall
+"""Per-second windows of a run (`windows.parquet`, docs/reference/analysis.md) and the overall
 figures derived from them (`throughput_rec_s`, `offline_s`, `unavailable_s` in checks.json
 `stats`), as shallow DataFrame jobs: groupBy, window functions, joins, no Python UDF.
 
@@ -26,7 +26,7 @@ import yaml
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from observability.events import FAULT_TARGET_SEPARATORS, NETWORK_FAULTS, NODE_FAULTS
+from observability.events import FAULT_TARGET_SEPARATORS, NETWORK_FAULTS, RESTART_ENDED_FAULTS
 
 from .committed import committed_partitions
 from .loading import History
@@ -138,18 +138,18 @@ def fault_intervals(history: DataFrame) -> DataFrame:
     at the end of the history, so it lasts to the end).
 
     Matching rule: a fault ends at the first later `fault` row (in the driver's order: time_ms,
-    then node_seq) that undoes it. `crash_process`, `crash_os`, `crash_disk` and `shutdown` of
-    node X end at `restart` of X. `isolate`, `partition` and `link` end at `heal` of `all`, or at
+    then node_seq) that undoes it. `crash_process`, `crash_os`, `crash_disk`, `shutdown` and
+    `fail_log_dir` of node X end at `restart` of X. `isolate`, `partition` and `link` end at `heal` of `all`, or at
     `heal` of a node the fault's target names (`b3` for isolate; any node of `b1,c1|b2,b3`; either
     end of `b1->b2`), since healing a node removes every network fault touching it. (A partition
     healed for one of its nodes may still cut the others: it is counted as ended.)"""
     rows = history.where(F.col("kind") == "fault").select("run", "time_ms", "node_seq", "fault", "target")
-    starts = rows.where(F.col("fault").isin(*NODE_FAULTS, *NETWORK_FAULTS)).alias("s")
+    starts = rows.where(F.col("fault").isin(*RESTART_ENDED_FAULTS, *NETWORK_FAULTS)).alias("s")
     ends = rows.where(F.col("fault").isin("restart", "heal")).alias("e")
     later = ((F.col("e.time_ms") > F.col("s.time_ms"))
              | ((F.col("e.time_ms") == F.col("s.time_ms")) & (F.col("e.node_seq") > F.col("s.node_seq"))))
     undoes = (
-        (F.col("s.fault").isin(*NODE_FAULTS) & (F.col("e.fault") == "restart") & (F.col("e.target") == F.col("s.target")))
+        (F.col("s.fault").isin(*RESTART_ENDED_FAULTS) & (F.col("e.fault") == "restart") & (F.col("e.target") == F.col("s.target")))
         | (F.col("s.fault").isin(*NETWORK_FAULTS) & (F.col("e.fault") == "heal")
            & ((F.col("e.target") == "all")
               | F.array_contains(F.split(F.col("s.target"), FAULT_TARGET_SEPARATORS), F.col("e.target")))))

@@ -1,4 +1,4 @@
-"""The invariant names of reference/protocol-facts.md (the names violations are reported under).
+"""The invariant names of docs/explanation/protocol-facts.md (the names violations are reported under).
 
 The checks of this package report violations under these names; scenario files may list any of them
 in `expect_violations` (workloads/scenario/schema.py validates them).
@@ -38,10 +38,16 @@ INVARIANT_NAMES: frozenset[str] = frozenset(PARTITION_INVARIANTS) | frozenset(QU
 # The quorum's liveness checks (observability/checks/quorum.py, QuorumDisruption): not safety
 # invariants, so not protocol-facts.md's; a scenario turns them on with `disruption_checks: true`
 # (what Pre-Vote and Check Quorum exist to prevent), and then reports them as violations.
-DISRUPTION_NAMES: frozenset[str] = frozenset({"EpochInflation", "StaleLeader"})
+DISRUPTION_CHECKS: dict[str, str] = {
+    "EpochInflation": "a running voter's epoch is more than 2 above the newest leader's (KIP-996: without Pre-Vote a cut-off "
+                      "voter bumps its epoch at every election timeout and disrupts the leader when it returns)",
+    "StaleLeader": "a voter has believed it leads for a while (STALE_LEADER_MS) while a newer epoch has a leader (Check Quorum "
+                   "makes an isolated leader resign after 1.5 x the fetch timeout)",
+}
+DISRUPTION_NAMES: frozenset[str] = frozenset(DISRUPTION_CHECKS)
 
 # What protocol-facts.md allows on a partition that suffered MinISR lossy unclean shutdowns of
-# leader candidates (beyond the protocol's tolerance f = MinISR - 1, replication-correctness.md
+# leader candidates (beyond the protocol's tolerance f = MinISR - 1, the protocol description
 # §6.2 and §6.8; the `beyond_tolerance` event): NoCommittedRecordLostGlobally "may only fail after
 # >= MinISR lossy unclean shutdowns", and the unclean recovery that follows breaks what rests on it.
 BEYOND_TOLERANCE_ALLOWED: frozenset[str] = frozenset(

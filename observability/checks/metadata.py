@@ -1,4 +1,4 @@
-"""Partition invariants of reference/protocol-facts.md that the committed metadata alone can show,
+"""Partition invariants of docs/explanation/protocol-facts.md that the committed metadata alone can show,
 judged from the voters' reports of it (`partition_change`, `broker_change`).
 
 | name           | checked here                                                                  |

@@ -1,4 +1,4 @@
-"""The partition replication invariants of reference/protocol-facts.md, judged from the history.
+"""The partition replication invariants of docs/explanation/protocol-facts.md, judged from the history.
 
 | name                          | how it is observed here                                              |
 |-------------------------------|----------------------------------------------------------------------|
@@ -146,7 +146,7 @@ class PartitionChecks:
 
     def _survived(self, broker: int, key: Key, kept: tuple[list, list, list]) -> None:
         """A crash may have taken data of a replica that was a leader candidate (in the
-        controller's ISR or ELR): a lossy unclean shutdown (replication-correctness.md §6.2).
+        controller's ISR or ELR): a lossy unclean shutdown (the protocol description §6.2).
         `kept`: the log's batches (base offsets, counts, CRCs) as the disk kept them."""
         self._dirty.add(key)
         before = self.view.crashed.get(broker, {}).get(key)
@@ -207,7 +207,7 @@ class PartitionChecks:
     def _on_produce_ack(self, rec: EventRecord) -> None:
         ev = rec.event
         if ev.topic_id in self.view.deleted_topic_ids:
-            return  # neither lost nor required (contract.md)
+            return  # neither lost nor required (docs/reference)
         if ev.outcome == "ok" and ev.acks == "all":
             key = (ev.topic, ev.partition)
             self._acked.setdefault(key, []).append(AckedBatch(ev.topic, ev.partition, ev.first_offset, len(ev.sequences), ev.batch_crc, ev.acks))

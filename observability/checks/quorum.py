@@ -1,4 +1,4 @@
-"""The KRaft quorum invariants of reference/protocol-facts.md, judged from the history.
+"""The KRaft quorum invariants of docs/explanation/protocol-facts.md, judged from the history.
 
 The checker keeps a mirror of each voter's metadata log (entry epochs and CRCs: `raft_recovered`,
 `raft_appended`, `raft_truncate`), its high watermark (`raft_hwm`, reset by `raft_leader_elected`)

@@ -54,7 +54,7 @@ class LostRecords:
         elif kind in CLUSTER_EVENTS or (kind == "fault" and ev.fault.startswith("crash_")):
             self._all_dirty = True
         elif kind == "topic_deleted":
-            # Neither lost nor required (contract.md); a topic created again starts its own count.
+            # Neither lost nor required (docs/reference); a topic created again starts its own count.
             for table in (self.batches, self._state, self._lost):
                 for key in [k for k in table if k[0] == ev.topic]:
                     del table[key]

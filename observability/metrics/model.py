@@ -1,4 +1,4 @@
-"""The metrics model: Kafka's and kraftlab's series (contract.md, "`metrics.om`"), folded from the
+"""The metrics model: Kafka's and kraftlab's series (docs/reference/metrics.md), folded from the
 event history one event at a time, so that the simulator and Ray give the same series.
 
 An event sink; `samples()` reads the current value of every series. Nothing here reads a role:
@@ -44,7 +44,7 @@ from observability.checks.invariants import INVARIANT_NAMES
 from observability.events import (
     CLEAN_ELECTIONS,
     NETWORK_FAULTS,
-    NODE_FAULTS,
+    RESTART_ENDED_FAULTS,
     UNCLEAN_ELECTIONS,
     EventRecord,
     fault_undone_by,
@@ -116,7 +116,7 @@ class MetricsModel:
         self.raft: dict[str, tuple[str, int]] = {}  # voter -> (state, epoch)
         self.raft_leaders: dict[int, str] = {}  # epoch -> voter elected in it
         self.voter_elections: dict[str, dict[str, int]] = {v: {"unclean": 0, "elr": 0} for v in voters}
-        # Every kind and every invariant from the start, at 0: series that must exist (contract.md)
+        # Every kind and every invariant from the start, at 0: series that must exist (docs/reference)
         # exist in a run where nothing of the sort happened, and a query for one kind gets 0, not
         # nothing.
         self.elections: dict[str, int] = dict.fromkeys(sorted(CLEAN_ELECTIONS | UNCLEAN_ELECTIONS), 0)
@@ -245,7 +245,7 @@ class MetricsModel:
 
     def _on_fault(self, rec: EventRecord) -> None:
         ev = rec.event
-        if ev.fault in NODE_FAULTS or ev.fault in NETWORK_FAULTS:
+        if ev.fault in RESTART_ENDED_FAULTS or ev.fault in NETWORK_FAULTS:
             self.faults[(ev.fault, ev.target)] = self.faults.get((ev.fault, ev.target), 0) + 1
             if ev.fault.startswith("crash_"):
                 self._down(ev.target)

@@ -1,4 +1,4 @@
-"""`metrics.om`: the run's series over time, OpenMetrics text with timestamps (contract.md,
+"""`metrics.om`: the run's series over time, OpenMetrics text with timestamps (docs/reference,
 "`metrics.om`"), loadable with `promtool tsdb create-blocks-from openmetrics`.
 
 OpenMetrics wants each family's samples together (one `# TYPE` line, then every sample of every
@@ -78,7 +78,7 @@ class OpenMetricsFile:
         try:
             with open(tmp, "w") as out:
                 # Every family, those with no sample too (no fault in the run, no topic): a reader
-                # finds each name contract.md lists, declared with its type.
+                # finds each name docs/reference lists, declared with its type.
                 for family in sorted(FAMILIES):
                     spec = FAMILIES[family]
                     out.write(f"# TYPE {family} {spec.type}\n# HELP {family} {spec.help}\n")

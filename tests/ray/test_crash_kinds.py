@@ -1,4 +1,4 @@
-"""What each crash kind does on Ray, on real files (DESIGN.md's table, storage/modes.py):
+"""What each crash kind does on Ray, on real files (the storage table of docs/explanation/architecture.md, storage/modes.py):
 
 | crash   | what happens here                                   | page_cache log after restart |
 |---------|-----------------------------------------------------|------------------------------|

@@ -1,4 +1,4 @@
-"""The embedded Ray is kraftlab's own (contract.md, "Command line"): with no `--address` and no
+"""The embedded Ray is kraftlab's own (docs/reference/cli.md): with no `--address` and no
 RAY_ADDRESS a command starts a local Ray even when a cluster started with `ray start` is recorded on
 this machine.
 

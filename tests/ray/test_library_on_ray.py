@@ -53,7 +53,7 @@ def test_library_scenario_passes_on_ray(runs, name):
     result = runs[name].result()
     s = result.summary
     assert s["runtime"] == "ray"
-    # `ok` counts every violation, those first found after the last step included (contract.md).
+    # `ok` counts every violation, those first found after the last step included (docs/reference).
     late = [v["invariant"] for v in s["epilogue_violations"]]
     assert s["ok"], f"{name} on Ray: failures {s['failures']}, violations {[v['invariant'] for v in s['violations']]}, after the last step {late}, expected {s['expect_violations']}"
     assert set(late) <= set(s["expect_violations"])

@@ -1,4 +1,4 @@
-"""metrics.om on Ray is stamped with the wall clock (contract.md, "`metrics.om`"): its samples are
+"""metrics.om on Ray is stamped with the wall clock (docs/reference/metrics.md): its samples are
 `time_ms` after the run's clock started, and that clock starts once Ray is up. Before, the file's
 base was taken before Ray started while `time_ms` counted from after: every sample was stamped
 early by Ray's start-up (5-7 s here), so the file disagreed with live scrapes and Ray's own logs."""

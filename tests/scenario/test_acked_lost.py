@@ -1,5 +1,5 @@
 """`acked_lost` counts acknowledged acks=all records missing from the committed log now
-(contract.md, "Conditions"). While a partition has no leader, its committed log is whatever a
+(docs/reference/steps-and-conditions.md, "Conditions"). While a partition has no leader, its committed log is whatever a
 leader could come back with: the logs of its ISR and ELR members, running or stopped.
 A clean shutdown flushes, so shutting every replica down loses nothing, while an OS crash of every
 replica on page-cache storage loses what was never flushed ("why-kafka-does-not-need-fsync")."""
@@ -65,7 +65,7 @@ ENDS_WITH_EVERY_REPLICA_DOWN = "name: ends-with-every-replica-down\n" + SHUT_DOW
 
 def test_a_run_ending_with_every_replica_down_says_its_final_read_did_not_complete(tmp_path):
     # Not lost (on the disks) and not readable: the history must not let the final read's
-    # absence pass for an empty log (contract.md: `valid` is "unknown" then).
+    # absence pass for an empty log (docs/reference: `valid` is "unknown" then).
     summary, result = run_text(tmp_path, ENDS_WITH_EVERY_REPLICA_DOWN)
     assert_ran_as_expected(summary, result)
     assert summary["stats"]["acked_lost"] == 0

@@ -1,4 +1,4 @@
-"""The admin steps and the controller keys of contract.md in the simulator, as scenario files: each
+"""The admin steps and the controller keys of docs/reference in the simulator, as scenario files: each
 step's answer is Kafka's error name (`expect_error`, the history's `admin_answer`), topics and
 partitions made while the run goes on, reassignments merged and cancelled, a controlled shutdown
 that lasts until the others know, and the automatic leader rebalance."""

@@ -283,7 +283,7 @@ def test_an_expectation_that_does_not_hold_sets_exit_code_1(tmp_path):
 
 
 def test_without_an_expect_block_a_finding_sets_exit_code_1(tmp_path):
-    # contract.md's exit codes: 1 when "an invariant was violated" that no expectation covers.
+    # the documented exit codes: 1 when "an invariant was violated" that no expectation covers.
     text = NO_TRUNCATION.split("expect:")[0].replace("seeds: [0, 1]", "seeds: [0, 0]").replace("  all-on: {}\n", "")
     out = tmp_path / "out"
     result = campaign_cli(write(tmp_path, text), "--out", out, "--parallel", "0", "--minimize-budget", "0")
@@ -295,7 +295,7 @@ def test_without_an_expect_block_a_finding_sets_exit_code_1(tmp_path):
 
 def test_acknowledged_acks_1_records_lost_are_a_lost_write_as_contract_md_defines_it(tmp_path):
     # config-rf4-minisr2-acks-1 loses acknowledged acks=1 records by design (no invariant broken,
-    # `acked_lost` counts acks=all only). contract.md's lost-write is "acknowledged ok, absent from
+    # `acked_lost` counts acks=all only). the documented lost-write is "acknowledged ok, absent from
     # the final read", whatever the acks: a campaign finds it, as `kraftlab analyze` does (before,
     # the cell passed `clean`, exit 0, while the analysis of the same directory said lost-write).
     text = """

@@ -1,6 +1,6 @@
 """The run's epilogue as its readers see it: the final read, the load consumers' catching up and
-`acked_lost` must tell the same story. Each case is a run whose readers disagreed before its fix
-(found by comparing summary.json, metrics.om, `kraftlab analyze` and the history, 2026-11-25)."""
+`acked_lost` must tell the same story: summary.json, metrics.om, `kraftlab analyze` and the
+history, compared on runs where they could disagree."""
 
 from observability.history import read_history
 from observability.history_anomalies import count_anomalies
@@ -119,7 +119,7 @@ def test_an_invariant_broken_in_the_epilogue_is_reported_apart_and_fails_the_ver
     other replica has; the run's epilogue (its final read waits for broker 1) lasts long enough
     for the controller to fence it and elect broker 2 or 3 uncleanly, losing them. Before, the
     checks stopped at the last step: `ok`, no violation, yet `acked_lost` 5. Now the summary
-    reports them as `epilogue_violations`, they count in `ok` (contract.md: `ok` is judged from
+    reports them as `epilogue_violations`, they count in `ok` (docs/reference: `ok` is judged from
     every violation) and the exit code, and a campaign counts them as findings."""
     from kraftlab.campaign.outcome import findings
 
@@ -151,7 +151,7 @@ steps:
 def test_a_leader_whose_hwm_is_below_its_leso_gives_an_incomplete_final_read(tmp_path):
     """Broker 1 acknowledged 5 records with ISR [1, 2] and crashed; broker 2 leads with ISR [2],
     under MinISR, so its HWM stays below its LESO (5) and it cannot tell what is committed
-    (replication-correctness.md §6.4.2). Before, its read was taken for the whole committed log
+    (the protocol description §6.4.2). Before, its read was taken for the whole committed log
     and analysis reported 5 lost writes that broker 2 held."""
     summary, _ = run_text(tmp_path, """
 name: stale-hwm-under-minisr-at-the-end

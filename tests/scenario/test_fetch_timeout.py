@@ -1,4 +1,4 @@
-"""A follower behind a slow link (kafka-replication-deep-dive.txt, "How a follower fetches"): each
+"""A follower behind a slow link (the replication deep dive, "How a follower fetches"): each
 fetch is answered only after the link's delay. With Kafka's `replica.socket.timeout.ms` (30 s)
 the follower waits that long for an answer and replicates, slowly; with kraftlab's default (the
 fetch's wait + 2 s, a lost connection noticed quickly) it gives up on every answer before it

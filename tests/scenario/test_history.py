@@ -1,4 +1,4 @@
-"""The event history of simulated runs (contract.md, "`events/`"): complete, checkable from
+"""The event history of simulated runs (docs/reference/events.md): complete, checkable from
 outside (records identified by producer and sequence from hand-over to the final read) and the
 same for the same seed."""
 

@@ -1,5 +1,5 @@
-"""Departures found by translating Kafka's own tests into scenario files (2026-11-25), each as the
-scenario that showed it: steps and the states Kafka's test expects. Each failed before its fix."""
+"""Behaviours checked against Kafka's own tests, each as a scenario: steps and the states Kafka's
+test expects."""
 
 import textwrap
 
@@ -158,7 +158,7 @@ def test_a_voter_s_disk_loss_after_a_process_crash_is_no_monotonic_epoch_violati
 
 
 def test_the_summary_s_quorum_states_name_every_voter_null_when_down(tmp_path):
-    # contract.md's summary shows every voter's state; a crashed voter's is null (before: absent).
+    # the documented summary shows every voter's state; a crashed voter's is null (before: absent).
     summary = run_yaml(tmp_path, """
         name: quorum-states-of-every-voter
         cluster: {brokers: 3, controllers: 3}

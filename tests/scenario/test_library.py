@@ -14,7 +14,7 @@ def test_library_scenario_passes(name, tmp_path):
     result = run_scenario(scenario, source=name, out_dir=tmp_path / "run")
     summary = result.summary
     assert summary["ok"], (summary["failures"], summary["violations"], summary["epilogue_violations"])
-    # `ok` counts every violation, those first found after the last step included (contract.md).
+    # `ok` counts every violation, those first found after the last step included (docs/reference).
     assert {v["invariant"] for v in summary["epilogue_violations"]} <= set(scenario.expect_violations)
 
 

@@ -1,4 +1,4 @@
-"""The scenario runner end to end: the run directory, summary.json as contract.md specifies it,
+"""The scenario runner end to end: the run directory, summary.json as docs/reference specifies it,
 determinism, failures with their replay command, and the CLI's other commands."""
 
 import json

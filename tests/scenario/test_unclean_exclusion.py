@@ -1,6 +1,6 @@
 """UncleanExclusion is judged from the broker's unclean start, not from the replicas it still held:
 after a disk loss the broker restarts with no log at all, its replica is created from the metadata,
-and without ELR it is elected at once with nothing (reference/kip-966-last-replica-standing.txt)."""
+and without ELR it is elected at once with nothing (the KIP-966 article)."""
 
 from .cli_runs import assert_ran_as_expected, run_text
 

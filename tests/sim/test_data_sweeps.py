@@ -18,7 +18,7 @@ from observability.checks.invariants import excused_beyond_tolerance
 from .data_world import PROFILE, SLOW_LINKS, SWITCHES, run_seed
 from .seed_pool import in_seed_order
 
-# 200 in CI (the suite's 20-minute budget); KRAFTLAB_SWEEP_SEEDS=300 gives the README's figures.
+# 200 in CI (the suite's 20-minute budget); KRAFTLAB_SWEEP_SEEDS=300 gives the figures of docs/explanation/architecture.md.
 SEEDS = int(os.environ.get("KRAFTLAB_SWEEP_SEEDS", "200"))
 
 

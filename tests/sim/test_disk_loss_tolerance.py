@@ -1,6 +1,6 @@
 """A disk loss is a lossy unclean shutdown of every replica the broker held (it keeps nothing), so
 it counts toward the protocol's tolerance as an OS crash that took data does (f = MinISR - 1
-lossy unclean shutdowns of leader candidates, replication-correctness.md §6.2). No directory
+lossy unclean shutdowns of leader candidates, the protocol description §6.2). No directory
 survives a disk loss, so no `replica_survived` row follows it: the checks count it from the
 crash itself.
 

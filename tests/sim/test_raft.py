@@ -1,5 +1,5 @@
 """The KRaft quorum in the simulator: elections, replication, the high watermark, Pre-Vote, Check
-Quorum, durability. Sections cited are of kip-996-pre-vote.txt, why-kafka-does-not-need-fsync.txt
+Quorum, durability. Sections cited are of KIP-996, the fsync article
 and protocol-facts.md ("KRaft quorum invariants")."""
 
 import pytest

@@ -1,7 +1,7 @@
 """Randomized sweeps of the KRaft quorum (issue 3): many seeds of random process and OS crashes and
 partitions. With every switch on, no KRaft invariant of protocol-facts.md is violated and after the
 faults heal a leader is elected within a bound; with `raft_fsync: false` some seed loses a committed
-entry (why-kafka-does-not-need-fsync.txt, "Why Raft needs fsyncs")."""
+entry (the fsync article, "Why Raft needs fsyncs")."""
 
 import pytest
 

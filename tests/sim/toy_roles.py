@@ -73,7 +73,7 @@ class Sender:
 
 class AckingWriter:
     """Appends each Write to its log and acknowledges it to the sender; in fsync mode the ack
-    waits for the write to be durable (DESIGN.md: fsync = flush before acknowledging)."""
+    waits for the write to be durable (docs/explanation/architecture.md: fsync = flush before acknowledging)."""
 
     def __init__(self, ctx: StartContext, mode: StorageMode) -> None:
         self.node_id = ctx.node_id

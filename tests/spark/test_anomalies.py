@@ -1,4 +1,4 @@
-"""Each anomaly of contract.md ("`analysis/`") on a small hand-built history that shows exactly
+"""Each anomaly of docs/reference/analysis.md) on a small hand-built history that shows exactly
 it and nothing else; a clean history; and the histories that cannot give a verdict."""
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ def test_inconsistent_offsets(spark, tmp_path):
 def test_inconsistent_offsets_counts_the_records_at_the_offset_not_the_offsets(spark, tmp_path):
     # An unclean election as a consumer sees it: it read records 0-4 at offsets 0-4; the log that
     # won lost record 3 and holds record 4 at offset 3. One offset (3) holds two records, 3 and 4:
-    # contract.md counts "the number of distinct records showing it", 2. Record 3 is also lost
+    # docs/reference counts "the number of distinct records showing it", 2. Record 3 is also lost
     # and was read uncommitted; record 4, at offset 4 of a read and 3 of the final read, is at two
     # offsets: a duplicate, as Jepsen counts one ("a single value ... at more than one offset").
     h = (produced().consume(LOAD_CONSUMER, 0, range(5)).consumer_done()

@@ -1,4 +1,4 @@
-"""Histories written from contract.md by another tool, not by kraftlab's writer: a file per node
+"""Histories written from docs/reference by another tool, not by kraftlab's writer: a file per node
 holding only its node's columns, integers as int64 (pyarrow's inference), a list that is always
 empty typed `list<null>`. Spark takes one file's columns for the whole history; the checks must
 see every file's (observability/analysis/columns.py)."""
@@ -176,7 +176,7 @@ def one_poll_back_in_two_partitions() -> ContractHistory:
 
 
 def test_the_poll_anomalies_count_polls_not_partitions(spark, tmp_path):
-    # contract.md: "count is the number of ... (for the two poll anomalies: of consumer polls)".
+    # docs/reference: "count is the number of ... (for the two poll anomalies: of consumer polls)".
     # Both judges count (consumer, incarnation, poll): Spark's and the campaigns' plain Python.
     h = one_poll_back_in_two_partitions()
     found, checks = anomaly_counts(spark, h, tmp_path)
@@ -214,7 +214,7 @@ def test_a_column_of_the_wrong_type_is_bad_input_named_even_in_one_file(tmp_path
     run = h.write(tmp_path / "run", per_node=False)
     with pytest.raises(AnalysisInputError) as err:
         discover(run)
-    assert str(err.value) == f"{run / 'events' / 'all.parquet'}: column `{column}` is string (expected {expected}, see contract.md)"
+    assert str(err.value) == f"{run / 'events' / 'all.parquet'}: column `{column}` is string (expected {expected}, see docs/reference/events.md)"
 
 
 def test_a_file_without_the_columns_every_row_has_is_bad_input_named(tmp_path):

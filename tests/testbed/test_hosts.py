@@ -30,7 +30,7 @@ def link_exists(name: str) -> bool:
 def test_hosts_are_separate_machines_on_one_network(make_testbed):
     tb, described = make_testbed(NAME, 3)
 
-    # testbed.json as contract.md shows it: addresses from 198.18.0.0/15 only.
+    # testbed.json as docs/reference shows it: addresses from 198.18.0.0/15 only.
     assert described["name"] == NAME and [h["name"] for h in described["hosts"]] == ["h1", "h2", "h3"]
     assert described["cluster_file"] == str(tb.cluster_file) and tb.cluster_file.exists()
     for host in described["hosts"]:

@@ -1,4 +1,4 @@
-"""The storage model: DESIGN.md's table, mode by mode and crash kind by crash kind.
+"""The storage model: the storage table of docs/explanation/architecture.md, mode by mode and crash kind by crash kind.
 
 | mode           | process crash          | OS crash / power loss       |
 | fsync          | nothing lost           | nothing acknowledged lost   |

@@ -8,7 +8,7 @@ from observability import events as ev
 from observability.events import COLUMN_TYPES, KINDS, EventRecord
 from observability.history import SCHEMA, HistoryWriter, history_files, read_history, read_rows
 
-# contract.md, "`events/`": the kinds analysis tools rely on and their columns.
+# docs/reference/events.md: the kinds analysis tools rely on and their columns.
 CONTRACT_KINDS = {
     "produce_send": {"producer", "sequence", "topic", "partition", "acks"},
     "produce_ack": {"producer", "sequence", "topic", "partition", "outcome", "offset", "latency_ms"},

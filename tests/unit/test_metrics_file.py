@@ -63,7 +63,7 @@ def test_metrics_om_is_openmetrics_with_every_series_of_the_contract(tmp_path):
 
 def test_a_family_with_no_series_in_the_run_is_still_declared(tmp_path):
     """A run with no topic and no fault: no partition or fault series can exist, and the file
-    still declares every family contract.md names, with its type, so a reader finds each name."""
+    still declares every family docs/reference names, with its type, so a reader finds each name."""
     scenario = validate({"name": "quiet", "cluster": {"brokers": 1, "controllers": 1}, "steps": [{"wait": 2000}]}, "quiet.yaml")
     result = run_scenario(scenario, source="quiet.yaml", out_dir=tmp_path / "quiet")
     lines = (result.run_dir / "metrics.om").read_text().splitlines()
@@ -95,7 +95,7 @@ def test_the_final_sample_holds_the_runs_own_counts(tmp_path):
     violated = {v["invariant"] for v in result.summary["violations"]}
     assert {re.search(r'invariant="([^"]+)"', labels).group(1) for (name, labels), value in last.items()
             if name == "kraftlab_invariant_violations_total" and value > 0} == violated
-    # Every invariant's series exists, at 0 where nothing was violated (contract.md's "must exist").
+    # Every invariant's series exists, at 0 where nothing was violated (the documented "must exist").
     assert len([1 for name, _ in last if name == "kraftlab_invariant_violations_total"]) == len(INVARIANT_NAMES)
     assert {labels for name, labels in last if name == "kraftlab_elections_total"} == {
         f'{{kind="{kind}"}}' for kind in ("clean", "elr", "last_known_leader", "preferred", "unclean")}

@@ -1,6 +1,6 @@
-"""The controller's partition changes: ELR cases A-G of kip-966-last-replica-standing.txt
+"""The controller's partition changes: ELR cases A-G of the KIP-966 article
 ("Replica completeness guarantee"), the legacy Last Replica Standing, unclean shutdowns and
-elections, and the epochs (replication-correctness.md §6.3)."""
+elections, and the epochs (the protocol description §6.3)."""
 
 from controller_quorum.metadata import RECOVERING, BrokerRegistration, PartitionRecord
 from controller_quorum.partition_change import ChangePolicy, change_partition
@@ -96,7 +96,7 @@ def test_preferred_election_moves_leadership_back_to_the_first_replica():
     p = part(leader=2, isr=(1, 2, 3))
     new = change_partition(p, brokers(), ELR_ON, reason="elect_preferred", election="preferred")
     assert (new.leader, new.leader_epoch) == (1, 6)
-    assert new.election == "preferred"  # contract.md's election kind; a clean election
+    assert new.election == "preferred"  # the documented election kind; a clean election
 
 
 def test_a_broker_in_controlled_shutdown_is_not_a_leader_candidate():

@@ -1,5 +1,5 @@
 """The partition log (storage/partition_log.py): batches, the leader-epoch cache and recovery from
-the files a crash left (kafka-replication-deep-dive.txt for offsets; replication-correctness.md
+the files a crash left (the replication deep dive for offsets; the protocol description
 §6.6 for epochs and divergence)."""
 
 from actors.contract import Append, Delete, Output, Replace, Truncate

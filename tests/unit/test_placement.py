@@ -1,4 +1,4 @@
-"""Replica placement (kafka-replication-deep-dive.txt, "Kafka brokers and controller")."""
+"""Replica placement (the replication deep dive, "Kafka brokers and controller")."""
 
 import pytest
 

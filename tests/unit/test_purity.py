@@ -1,4 +1,4 @@
-"""The core rule (DESIGN.md): protocol code does no I/O and takes no hidden time or randomness.
+"""The core rule (docs/explanation/architecture.md): protocol code does no I/O and takes no hidden time or randomness.
 
 Role modules (everything in actors/ outside the drivers in actors/runtime/, controller_quorum/,
 storage/'s models) may not import ray, asyncio, time, random, sockets or threads, nor call open().
@@ -72,7 +72,7 @@ def test_the_checker_catches_a_forbidden_import(tmp_path):
 
 
 def test_only_the_ray_adapter_imports_ray():
-    """DESIGN.md: every `ray.*` call lives in one adapter module (actors/runtime/ray/adapter.py)."""
+    """docs/explanation/architecture.md: every `ray.*` call lives in one adapter module (actors/runtime/ray/adapter.py)."""
     adapter = ROOT / "actors" / "runtime" / "ray" / "adapter.py"
     offenders = []
     for pkg in PROTOCOL_PACKAGES + ["kraftlab", "workloads", "observability"]:

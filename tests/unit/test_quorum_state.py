@@ -1,4 +1,4 @@
-"""QuorumState: KIP-996's states, transitions and vote rules (kip-996-pre-vote.txt)."""
+"""QuorumState: KIP-996's states, transitions and vote rules (KIP-996)."""
 
 import random
 

@@ -1,4 +1,4 @@
-"""Which Ray a command uses (contract.md, "Command line"): its own embedded local Ray unless
+"""Which Ray a command uses (docs/reference/cli.md): its own embedded local Ray unless
 `--address` (or RAY_ADDRESS) names a cluster, which must answer before anything runs.
 tests/ray/test_embedded_ray.py checks the same on a real Ray; these check the decision alone."""
 

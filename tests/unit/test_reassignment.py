@@ -1,4 +1,4 @@
-"""Partition reassignment (replication-correctness.md §6.7) in the form of Kafka's controller: a
+"""Partition reassignment (the protocol description §6.7) in the form of Kafka's controller: a
 reassignment starts, merges, completes and reverts through the same partition change
 (PartitionChangeBuilder), one record each. The reassignment never adds a replica to the ISR, and
 completes only with its whole target in the ISR (so never below MinISR)."""

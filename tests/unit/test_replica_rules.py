@@ -1,5 +1,5 @@
 """A partition replica's rules, one at a time, on the pure PartitionReplica (actors/replication/
-replica.py). Sections are replication-correctness.md's unless named otherwise."""
+replica.py). Sections are the protocol description's unless named otherwise."""
 
 
 from actors.contract import Output
@@ -64,7 +64,7 @@ def fetch(r, follower, offset, now=0.0, epoch=None, last_epoch=-1, broker_epoch=
     return ans, out
 
 
-# --- the high watermark (§6.5.4; kafka-replication-deep-dive.txt "How the high watermark moves") ---
+# --- the high watermark (§6.5.4; the replication deep dive "How the high watermark moves") ---
 
 
 def test_a_fetch_at_offset_x_confirms_only_what_is_below_x():
@@ -95,7 +95,7 @@ def test_strict_min_isr_freezes_the_hwm_while_the_committed_isr_is_below_min_isr
     assert r_old.hwm == 3  # before 3.7 a lone leader advanced it
 
 
-# --- acks (kafka-replication-deep-dive.txt "acks") ------------------------------------------------
+# --- acks (the replication deep dive "acks") ------------------------------------------------
 
 
 def test_acks_all_is_refused_up_front_while_the_isr_is_below_min_isr():

@@ -1,5 +1,5 @@
 """Malformed scenario files: each gives exit code 2, a message naming the file and the key path,
-and nothing runs or is written (contract.md, "Exit codes")."""
+and nothing runs or is written (docs/reference/run-directory.md, "Exit codes")."""
 
 import subprocess
 import sys
@@ -72,6 +72,19 @@ CASES = [
      "steps[1].link.to", "unknown client 'load-producer-3': the load steps start 2 producers (load-producer-1..load-producer-2)"),
     ("load-consumer-without-load", BASE + "steps: [{isolate: load-consumer-1}]", "steps[0].isolate",
      "unknown client 'load-consumer-1': the load steps start 0 consumers"),
+    ("log-dir-out-of-range", "name: x\ncluster: {log_dirs: 2}\nsteps: [{fail_log_dir: {broker: 1, dir: 2}}]", "steps[0].fail_log_dir.dir",
+     "expected a log directory 0..1 (cluster.log_dirs is 2), got 2"),
+    ("log-dir-of-one-dir-broker", BASE + "steps: [{fail_log_dir: {broker: 1, dir: 1}}]", "steps[0].fail_log_dir.dir",
+     "expected a log directory 0..0 (cluster.log_dirs is 1), got 1"),
+    ("log-dir-unknown-broker", BASE + "steps: [{fail_log_dir: {broker: 4, dir: 0}}]", "steps[0].fail_log_dir.broker", "broker 4 does not exist"),
+    ("log-dir-negative", BASE + "steps: [{fail_log_dir: {broker: 1, dir: -1}}]", "steps[0].fail_log_dir.dir", "greater than or equal to 0"),
+    ("log-dir-missing", BASE + "steps: [{fail_log_dir: {broker: 1}}]", "steps[0].fail_log_dir.dir", "required key is missing"),
+    ("log-dirs-zero", "name: x\ncluster: {log_dirs: 0}", "cluster.log_dirs", "greater than 0"),
+    ("offline-log-dir-out-of-range", "name: x\ncluster: {log_dirs: 2}\nsteps: [{expect: {broker: 1, offline_log_dirs: [3]}}]",
+     "steps[0].expect.offline_log_dirs", "expected a log directory 0..1 (cluster.log_dirs is 2), got 3"),
+    ("replica-dir-out-of-range", BASE + "steps: [{expect: {replica: {partition: t-0, broker: 1}, dir: 1}}]", "steps[0].expect.dir",
+     "expected a log directory 0..0 (cluster.log_dirs is 1), got 1"),
+    ("dir-without-replica", BASE + "steps: [{expect: {partition: t-0, dir: 0}}]", "steps[0].expect", "needs a `replica` subject"),
 ]
 
 
@@ -155,7 +168,7 @@ def test_bad_overrides_exit_2(tmp_path, override, words):
 @pytest.mark.parametrize(
     "override,where",
     [
-        ("cluster.protocl.prevote=false", "cluster.protocl: unknown key (expected one of: brokers, controllers, racks, storage, config, protocol, network, disk) (from --set cluster.protocl.prevote=false)"),
+        ("cluster.protocl.prevote=false", "cluster.protocl: unknown key (expected one of: brokers, controllers, racks, storage, log_dirs, config, protocol, network, disk) (from --set cluster.protocl.prevote=false)"),
         ("cluster.brokers=0", "cluster.brokers: Input should be greater than 0 (got 0) (from --set cluster.brokers=0)"),
     ],
 )

@@ -1,5 +1,5 @@
-"""KIP-966 unclean recovery, one strategy at a time (kip-966-last-replica-standing.txt, "Unclean
-Recovery"; replication-correctness.md §6.8): when each one triggers, whose logs it inspects, how
+"""KIP-966 unclean recovery, one strategy at a time (the KIP-966 article, "Unclean
+Recovery"; the protocol description §6.8): when each one triggers, whose logs it inspects, how
 long it waits, and whom it elects."""
 
 import pytest

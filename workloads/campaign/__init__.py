@@ -1,2 +1,2 @@
-"""Campaign files (contract.md, "Campaign file"): their schema and validation (`spec`) and each run
+"""Campaign files (docs/reference/campaign-format.md): their schema and validation (`spec`) and each run
 as a complete scenario drawn from its seed (`generate`). Running them is kraftlab/campaign/."""

@@ -1,7 +1,7 @@
 """One run of a campaign as a complete scenario: the base scenario with its cell's overrides and its
 seed, then the load and the fault schedule drawn from the seed, then the convergence epilogue.
 
-The run is a plain scenario (its steps are contract.md's), so `kraftlab run` replays it from the
+The run is a plain scenario (its steps are the documented), so `kraftlab run` replays it from the
 `scenario.yaml` its run directory keeps, on either runtime, and a minimizer can cut it down
 (kraftlab/campaign/minimize.py). Its steps, in order:
 

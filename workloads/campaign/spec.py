@@ -1,4 +1,4 @@
-"""The campaign file (contract.md, "Campaign file") as pydantic models, and its validation.
+"""The campaign file (docs/reference/campaign-format.md) as pydantic models, and its validation.
 
 A campaign is a base scenario, a matrix of overrides (every combination is a cell), seeds (each
 cell runs once per seed), a random fault profile and a load profile drawn from each seed, and an
@@ -6,7 +6,7 @@ optional `expect` block. Validation happens before any run starts and names the 
 a matrix value is checked by applying it to the base scenario and validating the result with the
 scenario schema, so a campaign accepts exactly the overrides `kraftlab run --set` accepts.
 
-Additions beyond contract.md (documented in the README): `set` (overrides for every run), `variants` (named sets of overrides, one
+Additions beyond docs/reference (documented in the README): `set` (overrides for every run), `variants` (named sets of overrides, one
 cell each, crossed with the matrix: "each switch off, one at a time" is not a product), `load`,
 `faults.mean_outage_ms`, `faults.converge_ms`, `faults.targets`, `faults.link_drop`,
 `faults.link_delay_ms`, `faults.slow_delay_ms`, and `expect[].catch` accepting `liveness`.
@@ -116,7 +116,7 @@ def _one_or_choices(kind: Any) -> Any:
 
 class LoadProfile(Strict):
     """The load of each run, drawn from its seed: a list is a choice among its values. The drawn
-    values become one `load` step (contract.md) that runs from the start of the safety phase."""
+    values become one `load` step (docs/reference) that runs from the start of the safety phase."""
 
     producers: _one_or_choices(PositiveInt) = 1  # type: ignore[valid-type]
     consumers: _one_or_choices(NonNegativeInt) = 1  # type: ignore[valid-type]
@@ -147,7 +147,7 @@ class ExpectRule(Strict):
             if name not in FINDING_NAMES:
                 raise ValueError(
                     f"unknown name {name!r} (an anomaly: {', '.join(ANOMALY_NAMES)}; `{LIVENESS}`; `{EXPECT}`; or an "
-                    f"invariant of reference/protocol-facts.md: {', '.join(sorted(INVARIANT_NAMES))}; or, with the base "
+                    f"invariant of docs/explanation/protocol-facts.md: {', '.join(sorted(INVARIANT_NAMES))}; or, with the base "
                     f"scenario's disruption_checks, {', '.join(sorted(DISRUPTION_NAMES))})"
                 )
         return self

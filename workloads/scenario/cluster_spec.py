@@ -1,4 +1,4 @@
-"""The `cluster` and `topics` sections of a scenario file (contract.md, "Scenario file"): sizes,
+"""The `cluster` and `topics` sections of a scenario file (docs/reference/steps-and-conditions.md): sizes,
 storage, Kafka config, protocol switches, and kraftlab's network and disk models."""
 
 from __future__ import annotations
@@ -60,6 +60,9 @@ class KafkaConfig(Strict):
     auto_leader_rebalance_enable: bool = Field(True, alias="auto.leader.rebalance.enable")
     leader_imbalance_check_interval_seconds: PositiveInt = Field(300, alias="leader.imbalance.check.interval.seconds")
     leader_imbalance_per_broker_percentage: int = Field(10, ge=0, le=100, alias="leader.imbalance.per.broker.percentage")
+    # KIP-858: a broker that cannot get a failed log directory acknowledged by the controller (in a
+    # heartbeat's answer) within this long shuts down (Kafka's default: 30 s).
+    log_dir_failure_timeout_ms: PositiveInt = Field(30_000, alias="log.dir.failure.timeout.ms")
 
     @model_validator(mode="after")
     def _socket_timeout_covers_the_fetch_wait(self) -> KafkaConfig:
@@ -92,7 +95,7 @@ class TopicConfig(Strict):
 
 class ProtocolSwitches(Strict):
     """Safety mechanisms, all on by default (today's Kafka); each can be switched off to reproduce
-    the bug it fixes (DESIGN.md, "Protocol variants")."""
+    the bug it fixes (docs/explanation/architecture.md, "Protocol variants")."""
 
     elr: bool = True
     maximal_isr: bool = True
@@ -118,13 +121,13 @@ class LatencySpec(Strict):
 
 
 class NetworkSpec(Strict):
-    """Simulator network (addition to contract.md): one-way message latency."""
+    """Simulator network (addition to docs/reference): one-way message latency."""
 
     latency: LatencySpec = LatencySpec()
 
 
 class DiskSpec(Strict):
-    """Simulator disks (addition to contract.md)."""
+    """Simulator disks (addition to docs/reference)."""
 
     fsync_latency: LatencySpec = LatencySpec(kind="uniform", low_ms=0.5, high_ms=2.0)
     background_flush_interval_ms: Annotated[float, Field(gt=0)] = 5_000.0
@@ -136,6 +139,9 @@ class ClusterSpec(Strict):
     controllers: PositiveInt = 3
     racks: PositiveInt | None = None
     storage: StorageModeName = "page_cache"
+    log_dirs: PositiveInt = Field(
+        1, description="log directories per broker, numbered from 0 (Kafka's log.dirs); directory 0 also holds the metadata log"
+    )
     config: KafkaConfig = KafkaConfig()
     protocol: ProtocolSwitches = ProtocolSwitches()
     network: NetworkSpec = NetworkSpec()
@@ -143,7 +149,7 @@ class ClusterSpec(Strict):
 
     @model_validator(mode="after")
     def _one_elr_switch(self) -> ClusterSpec:
-        """`protocol.elr` and `eligible.leader.replicas.enable` are the same switch (contract.md):
+        """`protocol.elr` and `eligible.leader.replicas.enable` are the same switch (docs/reference):
         turning either off turns ELR off; setting both, differently, is an error."""
         cfg_set = "eligible_leader_replicas_enable" in self.config.model_fields_set
         proto_set = "elr" in self.protocol.model_fields_set

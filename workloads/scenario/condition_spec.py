@@ -1,4 +1,4 @@
-"""Conditions of `wait_for` and `expect` (contract.md, "Conditions"): a subject (partition,
+"""Conditions of `wait_for` and `expect` (docs/reference/steps-and-conditions.md, "Conditions"): a subject (partition,
 replica, broker, quorum or the history) and the attributes it must have; numbers may be
 comparisons written as strings (">= 1")."""
 
@@ -11,6 +11,7 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    NonNegativeInt,
     PositiveInt,
     WithJsonSchema,
     model_serializer,
@@ -93,13 +94,13 @@ class ReplicaSubject(Strict):
     broker: BrokerId
 
 
-# Which attribute keys each subject allows (contract.md, "Conditions").
+# Which attribute keys each subject allows (docs/reference/steps-and-conditions.md, "Conditions").
 PARTITION_ATTRS = (
     "leader", "leader_epoch", "partition_epoch", "replicas", "isr", "elr", "last_known_elr", "hwm", "offline", "under_min_isr",
     "recovery_state", "adding_replicas", "removing_replicas", "preferred_leader", "exists",
 )
-REPLICA_ATTRS = ("leo", "hwm", "in_sync")
-BROKER_ATTRS = ("fenced", "epoch", "alive", "in_controlled_shutdown")
+REPLICA_ATTRS = ("leo", "hwm", "in_sync", "dir")
+BROKER_ATTRS = ("fenced", "epoch", "alive", "in_controlled_shutdown", "offline_log_dirs")
 QUORUM_ATTRS = ("leader", "epoch", "states")
 HISTORY_COUNTERS = (
     "acked", "failed", "acked_lost", "consumed", "elections_clean", "elections_unclean", "elections_elr",
@@ -134,10 +135,12 @@ class Condition(Strict):
     exists: bool | None = None
     leo: NumberCond = None
     in_sync: bool | None = None
+    dir: NumberCond = None  # the replica's log directory (its number)
     fenced: bool | None = None
     epoch: NumberCond = None
     alive: bool | None = None
     in_controlled_shutdown: bool | None = None
+    offline_log_dirs: list[NonNegativeInt] | None = None  # the registration's offline directories (KIP-858)
     states: dict[PositiveInt, QuorumStateName] | None = None
 
     acked: NumberCond = None

@@ -1,5 +1,5 @@
 """The keys a scenario or campaign mapping allows, found from its pydantic model by following an
-error's location (for "unknown key (expected one of: ...)": contract.md asks every input error to
+error's location (for "unknown key (expected one of: ...)": docs/reference asks every input error to
 say what was expected)."""
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from .step_spec import (
     ConsumeStep,
     CrashStep,
     DeleteTopicStep,
+    FailLogDirStep,
     ElectStep,
     ExpectStep,
     HealStep,
@@ -125,6 +126,11 @@ def _broker(sc: Scenario, broker: int, at: str) -> Iterator[Problem]:
         yield at, f"broker {broker} does not exist (brokers are 1..{sc.cluster.brokers})"
 
 
+def _log_dir(sc: Scenario, log_dir: int, at: str) -> Iterator[Problem]:
+    if log_dir >= sc.cluster.log_dirs:
+        yield at, f"expected a log directory 0..{sc.cluster.log_dirs - 1} (cluster.log_dirs is {sc.cluster.log_dirs}), got {log_dir}"
+
+
 def _ever_a_replica(sc: Scenario, ref: str, broker: int, at: str) -> Iterator[Problem]:
     """A replica condition on a broker that the partition's explicit assignment does not hold and
     no reassign step adds could never hold. (With Kafka's default placement the replicas depend
@@ -155,6 +161,10 @@ def _condition(sc: Scenario, c: Condition, at: str) -> Iterator[Problem]:
         yield from _ever_a_replica(sc, c.replica.partition, c.replica.broker, f"{at}.replica.broker")
     if c.broker is not None:
         yield from _broker(sc, c.broker, f"{at}.broker")
+    for log_dir in c.offline_log_dirs or []:
+        yield from _log_dir(sc, log_dir, f"{at}.offline_log_dirs")
+    if isinstance(c.dir, int):
+        yield from _log_dir(sc, c.dir, f"{at}.dir")
     for key in ("replicas", "isr", "elr", "last_known_elr"):
         for b in getattr(c, key) or []:
             yield from _broker(sc, b, f"{at}.{key}")
@@ -181,6 +191,9 @@ def _steps(sc: Scenario) -> Iterator[Problem]:
                     yield at, "a load needs at least one topic"
             case CrashStep(crash=a):
                 yield from _node(sc, a.node, f"{at}.node")
+            case FailLogDirStep(fail_log_dir=a):
+                yield from _broker(sc, a.broker, f"{at}.broker")
+                yield from _log_dir(sc, a.dir, f"{at}.dir")
             case RestartStep(restart=n):
                 yield from _node(sc, n, at)
             case ShutdownStep():
@@ -199,7 +212,7 @@ def _steps(sc: Scenario) -> Iterator[Problem]:
             case ListOffsetsStep(list_offsets=a):
                 yield from _partition(sc, a.partition, f"{at}.partition")
             # An admin step that expects an error may name what does not exist, or an invalid
-            # assignment: that is what it tests (contract.md, admin steps).
+            # assignment: that is what it tests (docs/reference, admin steps).
             case ElectStep(elect=a) | CancelReassignmentStep(cancel_reassignment=a) if a.expect_error is None:
                 yield from _partition(sc, a.partition, f"{at}.partition")
             case ReassignStep(reassign=a) if a.expect_error is None:

@@ -1,4 +1,4 @@
-"""The scenario file, exactly as contract.md defines it, as pydantic models.
+"""The scenario file, exactly as docs/reference defines it, as pydantic models.
 
 Validation is strict: an unknown key, a wrong type (no silent "3" -> 3 coercion) or a bad value is
 an error naming the key path. Cross-references (node names, topics, broker ids) are checked by
@@ -9,7 +9,7 @@ The file's sections have a module each: names.py (names, references, the strict 
 cluster_spec.py (`cluster` and `topics`), condition_spec.py (`wait_for`/`expect` conditions),
 step_spec.py (the steps); this module is the whole file.
 
-Additions beyond contract.md (documented in the README): `cluster.network` (latency model),
+Additions beyond docs/reference (documented in the README): `cluster.network` (latency model),
 `cluster.disk` (fsync latency and background flush), `consume.timeout_ms`, `produce.key`, and the
 `consumed` history counter.
 """
@@ -52,7 +52,7 @@ class Scenario(Strict):
     def _known_invariants(cls, names: list[str]) -> list[str]:
         for name in names:
             if name not in INVARIANT_NAMES | DISRUPTION_NAMES:
-                raise ValueError(f"unknown invariant {name!r} (the names of reference/protocol-facts.md: {', '.join(sorted(INVARIANT_NAMES))}; "
+                raise ValueError(f"unknown invariant {name!r} (the names of docs/explanation/protocol-facts.md: {', '.join(sorted(INVARIANT_NAMES))}; "
                                  f"with disruption_checks: {', '.join(sorted(DISRUPTION_NAMES))})")
         return names
 

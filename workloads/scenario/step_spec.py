@@ -1,4 +1,4 @@
-"""The steps of a scenario file (contract.md, "Steps"): each a one-key mapping, the key naming
+"""The steps of a scenario file (docs/reference/steps-and-conditions.md, "Steps"): each a one-key mapping, the key naming
 the step. `Step` is the discriminated union of them all."""
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ class LoadArgs(Strict):
 
 
 class ListOffsetsArgs(Strict):
-    """ListOffsets(latest) to the partition's current leader (addition to contract.md): `expect` is
+    """ListOffsets(latest) to the partition's current leader (addition to docs/reference): `expect` is
     `not_available` (the leader does not trust its HWM yet, §6.4.2), a number or a comparison."""
 
     partition: PartitionRef
@@ -141,6 +141,14 @@ class ListOffsetsArgs(Strict):
 class CrashArgs(Strict):
     node: NodeRef
     mode: Literal["process", "os", "disk"]
+
+
+class FailLogDirArgs(Strict):
+    """A broker's log directory goes offline (KIP-858) until the broker restarts; directory 0 holds
+    the metadata log, so losing it halts the broker."""
+
+    broker: BrokerId
+    dir: NonNegativeInt = Field(description="the directory's number, 0..cluster.log_dirs - 1")
 
 
 class LinkArgs(Strict):
@@ -250,6 +258,10 @@ class CrashStep(StepBase):
     crash: CrashArgs
 
 
+class FailLogDirStep(StepBase):
+    fail_log_dir: FailLogDirArgs
+
+
 class RestartStep(StepBase):
     restart: NodeRef
 
@@ -346,6 +358,7 @@ STEP_TYPES: dict[str, type[StepBase]] = {
     "load": LoadStep,
     "list_offsets": ListOffsetsStep,
     "crash": CrashStep,
+    "fail_log_dir": FailLogDirStep,
     "restart": RestartStep,
     "shutdown": ShutdownStep,
     "isolate": IsolateStep,

@@ -1,4 +1,4 @@
-"""Every `ray.*` call of kraftlab, in one place (DESIGN.md): the node actor, the host agent and
+"""Every `ray.*` call of kraftlab, in one place (docs/explanation/architecture.md): the node actor, the host agent and
 the few driver-side calls (connect, place, call, kill).
 
 Actors ask for no CPU (`num_cpus=0`): a cluster is a dozen mostly idle processes, and a 2-core
@@ -65,7 +65,7 @@ def ray_init_arguments(address: str | None, environ: Mapping[str, str],
                        worker_niceness: int | None = None) -> dict[str, Any]:
     """`ray.init`'s arguments: join `address` (or RAY_ADDRESS); with neither, start an embedded
     local Ray. Its address is "local", not None: a plain `ray.init()` joins the cluster that
-    `ray start` last recorded on this machine (contract.md: only `--address` or RAY_ADDRESS join).
+    `ray start` last recorded on this machine (docs/reference: only `--address` or RAY_ADDRESS join).
     `worker_niceness`: the embedded Ray's workers' niceness (Ray's default is 15, so that its
     workers yield to the driver); a cluster joined keeps its own setting."""
     address = address or environ.get("RAY_ADDRESS") or None

@@ -32,6 +32,7 @@ BOOTSTRAP_TIMEOUT_MS = 60_000.0
 class SimCluster(RoleCluster):
     bootstrap_timeout_ms = BOOTSTRAP_TIMEOUT_MS
     unknown_grace_ms = 0.0
+    fault_backend = "sim"
 
     def __init__(self, run: RunSettings, event_sinks: Sequence[EventSink] = ()) -> None:
         self.settings = run.cluster

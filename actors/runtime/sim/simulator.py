@@ -119,7 +119,7 @@ class SimNode:
 
     Invariant: `incarnation` grows by one at every stop and every start, so anything scheduled for
     an earlier incarnation (messages, timers, flush completions) is recognised as stale. The
-    history numbers a node's processes differently (contract.md): `generation` is 0 for the first
+    history numbers a node's processes differently (docs/reference): `generation` is 0 for the first
     process and grows by one at each restart.
     """
 
