@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test docs bench schema conformance conformance-ray clean
+.PHONY: demo test docs docs-reference docs-images bench schema conformance conformance-ray clean
 
 # pip's and setuptools' own notices go to .venv/install.log, shown only when the install fails.
 $(STAMP): pyproject.toml
@@ -30,6 +30,16 @@ test: $(STAMP)
 # The documentation site (mkdocs.yml, docs/) into site/; --strict: a broken link or a missing page fails.
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+# The reference pages the code already knows (formats, event kinds, metrics, anomalies and
+# invariants) written anew from it into docs/reference/ (kraftlab/reference_docs.py).
+docs-reference: $(STAMP)
+	$(BIN)/python -m kraftlab.reference_docs
+
+# The documentation's pictures (the report, the dashboards) made anew from simulated runs: needs
+# Chromium and Prometheus on PATH (infra/docs/images.py).
+docs-images: $(STAMP)
+	$(BIN)/python infra/docs/images.py
 
 bench: $(STAMP)
 	$(BIN)/python bench/sim_throughput.py

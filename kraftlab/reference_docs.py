@@ -1,5 +1,7 @@
-"""The documentation's reference pages that the code already knows: generated at `mkdocs build`
-(infra/docs/hooks.py) from the definitions themselves, so that they cannot drift from the code.
+"""The documentation's reference pages that the code already knows, generated from the definitions
+themselves (`make docs-reference`, or `python -m kraftlab.reference_docs`) into docs/reference/;
+tests/unit/test_reference_docs.py fails when a committed page differs from what the code generates,
+so that they cannot drift from the code.
 
 - the scenario and campaign file formats, from the pydantic models' JSON Schema;
 - the event kinds and their columns, from `observability/events.py`;
@@ -13,10 +15,14 @@ Each function returns a page's Markdown; `pages()` maps each page's path under d
 from __future__ import annotations
 
 import inspect
+import json
 import types
 import typing
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
 
 SCENARIO_PAGE = "reference/scenario-format.md"
 CAMPAIGN_PAGE = "reference/campaign-format.md"
@@ -52,7 +58,8 @@ def _table(header: Iterable[str], rows: Iterable[Iterable[Any]]) -> str:
 
 
 def _generated_note(source: str) -> str:
-    return f'!!! note "Generated"\n    This page is generated from {source} when the documentation is built.\n'
+    return (f'!!! note "Generated"\n    This page is generated from {source} by `make docs-reference`; a test fails when it is\n'
+            "    out of date.\n")
 
 
 # --- file formats, from the JSON Schema ---------------------------------------------------------
@@ -63,9 +70,10 @@ def _schema_type(prop: dict[str, Any], defs: dict[str, Any]) -> str:
     if "$ref" in prop:
         return _ref_name(prop["$ref"])
     if "const" in prop:
-        return repr(prop["const"]).replace("'", '"')
+        return f"`{_yaml_value(prop['const'])}`"
     if "enum" in prop:
-        return " \\| ".join(f"`{v}`" for v in prop["enum"])
+        values = [f"`{_yaml_value(v)}`" for v in prop["enum"]]
+        return values[0] if len(values) == 1 else ", ".join(values[:-1]) + " or " + values[-1]
     for key in ("anyOf", "oneOf"):
         if key in prop:
             kinds = [_schema_type(p, defs) for p in prop[key] if p.get("type") != "null"]
@@ -119,7 +127,7 @@ def _model_section(name: str, model: dict[str, Any], defs: dict[str, Any], level
     required = set(model.get("required", []))
     rows = []
     for key, prop in model.get("properties", {}).items():
-        default = "required" if key in required else ("" if "default" not in prop else f"`{_yaml_value(prop['default'])}`")
+        default = "required" if key in required else _default(prop)
         notes = "; ".join(x for x in (_description(prop), _bounds(prop)) if x)
         rows.append((f"`{key}`", _schema_type(prop, defs), default, notes))
     doc = model.get("description", "")
@@ -130,6 +138,17 @@ def _model_section(name: str, model: dict[str, Any], defs: dict[str, Any], level
     return "\n".join(parts) + "\n"
 
 
+def _default(prop: dict[str, Any]) -> str:
+    """A key's default as YAML would write it; a section's (a mapping of its own keys' defaults)
+    is left to that section's table."""
+    if "default" not in prop:
+        return ""
+    value = prop["default"]
+    if isinstance(value, dict) and value:
+        return "its keys' defaults"
+    return f"`{_yaml_value(value)}`"
+
+
 def _yaml_value(value: Any) -> str:
     if value is None:
         return "null"
@@ -137,7 +156,9 @@ def _yaml_value(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, str):
         return value if value else '""'
-    return str(value).replace("'", '"')
+    if isinstance(value, dict | list):
+        return json.dumps(value)
+    return str(value)
 
 
 def _format_page(title: str, intro: str, schema: dict[str, Any], source: str) -> str:
@@ -260,3 +281,14 @@ def findings_page() -> str:
         _table(("check", "definition"), ((f"`{k}`", v) for k, v in DISRUPTION_CHECKS.items())), "",
         "The invariants are those of [the protocol's facts](../explanation/protocol-facts.md#partition-replication-invariants).", ""])
 
+
+
+def main() -> int:
+    for path, markdown in pages().items():
+        (DOCS / path).write_text(markdown)
+        print(f"wrote docs/{path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

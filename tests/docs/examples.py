@@ -7,7 +7,9 @@ every fenced block of README.md and docs/; test_examples.py evaluates each as a 
 - every `kraftlab ...` line of an `sh` block must name a command and options that exist, with values
   of the right type (click parses it, nothing runs);
 - an `sh` block right after an `<!-- exits: N -->` comment runs: each of its `kraftlab` lines must
-  exit with N (simulator commands only: they take a second).
+  exit with N (simulator commands only: they take a second);
+- a `python` block right after an `<!-- runs -->` comment runs, in the folder where the page's
+  earlier blocks ran (so it can read the run they made), and must not raise.
 
 A block the checks cannot take (another tool's YAML) says so with `<!-- skip: next -->` before it.
 """
@@ -31,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 INFO = re.compile(r"(?P<language>[\w-]+)(?P<attrs>[^\n]*)$\n", re.M)
 SNIPPET = re.compile(r'^--8<-- "(?P<path>[^"]+)"\s*$', re.M)
 EXITS = re.compile(r"<!--\s*exits:\s*(?P<code>\d+)\s*-->$")
+RUNS = re.compile(r"<!--\s*runs\s*-->$")
 DOC_SCENARIO = "doc-example"
 
 
@@ -94,6 +97,20 @@ def run_shell(code: int):
     return evaluate
 
 
+def run_python(example) -> None:
+    import contextlib
+    import os
+
+    work = Path(example.namespace.setdefault("_work", _workdir(example)))
+    cwd = os.getcwd()
+    os.chdir(work)
+    try:
+        with contextlib.redirect_stdout(None):
+            exec(compile(example.parsed, f"{example.path}:{example.line}", "exec"), {"__name__": "docs_example"})
+    finally:
+        os.chdir(cwd)
+
+
 def _workdir(example) -> str:
     import tempfile
 
@@ -137,6 +154,8 @@ def fenced_blocks(document):
             region.evaluator = check_yaml
         elif language == "sh":
             region.evaluator = run_shell(int(exits["code"])) if exits else check_shell
+        elif language == "python" and before and RUNS.search(before[-1]):
+            region.evaluator = run_python
         else:
             continue
         region.parsed = str(region.lexemes["source"])

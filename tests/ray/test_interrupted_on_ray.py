@@ -1,7 +1,7 @@
 """Ctrl-C and SIGTERM of `kraftlab run --runtime ray`, sent to the command's process group as a
 terminal (or systemd) sends them, so Ray's own processes get it too: exit 130 or 143, what the run
-recorded kept in its folder, and nothing left behind (before: exit 1 or 134 with Ray's C++ stack
-dump, a `.partial-` folder and the run's data root left in the temporary folder for good)."""
+recorded kept in its folder, and nothing left behind: no exit 1 or 134 with Ray's C++ stack dump,
+no `.partial-` folder, no data root left in the temporary folder."""
 
 from __future__ import annotations
 

@@ -166,7 +166,7 @@ def test_a_controlled_shutdown_lasts_until_the_others_know_and_the_flag_stays_un
     stop = next(r["time_ms"] for r in rows if r["kind"] == "process_stop" and r["node"] == "b1")
     moved = min(r["time_ms"] for r in rows if r["kind"] == "partition_change" and r["leader"] == 2)
     heartbeat_ms = 2000
-    # Not in the same instant as the move (before: about 30 ms after the request): the other
+    # Not in the same instant as the move (nor about 30 ms after the request): the other
     # brokers' next heartbeats must show the records applied first.
     assert stop > moved and stop - moved < 2 * heartbeat_ms + 1000
 

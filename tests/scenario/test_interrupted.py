@@ -114,8 +114,8 @@ def test_an_interrupted_campaign_keeps_its_finished_runs_and_resumes(tmp_path):
 
 def test_an_interrupted_demo_stops_both_simulated_runs_between_steps(tmp_path):
     """`kraftlab demo` runs its two scenarios in threads of its own, which the signal does not
-    reach: Ctrl-C abandons them, and a simulated run stops before its next step (before: both
-    ran every step to the end, and their folders said nothing of the interruption)."""
+    reach: Ctrl-C abandons them, and a simulated run stops before its next step, its folder saying
+    it was interrupted; neither runs every step to the end."""
     out = tmp_path / "demo"
     proc = start(["demo", "--runtime", "sim", "--no-analyze", "--out", str(out)], tmp_path)
     # Both runs under way, each with its folder being written (kraftlab/runner.py's `.partial-`).

@@ -24,7 +24,7 @@ def test_the_quorum_leader_is_the_leader_of_the_latest_epoch_or_none(tmp_path):
     """RaftEventSimulationTest's Cluster.latestLeader(): the leader known in the latest epoch.
     The leader c3 is cut off; once c1 or c2 canvassed into epoch 2, no voter leads epoch 2 yet,
     and c3, still leading epoch 1 until Check Quorum deposes it, is not the quorum's leader
-    (before: leader 3 with epoch 2, a pair no voter ever held)."""
+    (never leader 3 with epoch 2, a pair no voter ever held)."""
     summary = run_yaml(tmp_path, """
         name: quorum-leader-of-latest-epoch
         cluster: {brokers: 3, controllers: 3}
@@ -112,7 +112,7 @@ def test_a_reassignment_completes_only_with_every_target_replica_in_the_isr(tmp_
     """PartitionReassignmentReplicas.maybeCompleteReassignment: "newTargetIsr.containsAll(
     newTargetReplicas)". b4 catches up and joins the ISR, but the replica set stays [4, 2, 3, 1]
     under leader 1 until b3, kept, is back in the ISR; then it is [4, 2, 3] and leadership leaves
-    b1 (before: completed without b3, as soon as the ISR within the target reached MinISR). The
+    b1 (not as soon as the ISR within the target reached MinISR, without b3). The
     produce right after the move is retried by its producer (b1 appended it, then stopped leading
     before answering) and, idempotent by default with acks all as Kafka's producer is, not
     written twice."""
@@ -158,7 +158,7 @@ def test_a_voter_s_disk_loss_after_a_process_crash_is_no_monotonic_epoch_violati
 
 
 def test_the_summary_s_quorum_states_name_every_voter_null_when_down(tmp_path):
-    # the documented summary shows every voter's state; a crashed voter's is null (before: absent).
+    # the documented summary shows every voter's state; a crashed voter's is null, not absent.
     summary = run_yaml(tmp_path, """
         name: quorum-states-of-every-voter
         cluster: {brokers: 3, controllers: 3}

@@ -1,6 +1,6 @@
-"""The documentation's generated reference pages (kraftlab/reference_docs.py) cover what the code
-defines: every event kind and its columns, every metric family, every anomaly and invariant, every
-top-level key of the scenario and campaign files."""
+"""The documentation's generated reference pages (kraftlab/reference_docs.py) are the ones committed
+in docs/reference/, and cover what the code defines: every event kind and its columns, every metric
+family, every anomaly and invariant, every top-level key of the scenario and campaign files."""
 
 from kraftlab import reference_docs
 from observability.anomaly_names import ANOMALY_NAMES
@@ -11,6 +11,12 @@ from workloads.campaign.spec import CampaignSpec
 from workloads.scenario.schema import Scenario
 
 PAGES = reference_docs.pages()
+
+
+def test_the_committed_pages_are_the_ones_the_code_generates():
+    for path, markdown in PAGES.items():
+        committed = reference_docs.DOCS / path
+        assert committed.is_file() and committed.read_text() == markdown, f"docs/{path} is stale: run `make docs-reference`"
 
 
 def test_every_event_kind_has_a_section_with_its_columns():

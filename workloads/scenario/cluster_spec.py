@@ -97,14 +97,14 @@ class ProtocolSwitches(Strict):
     """Safety mechanisms, all on by default (today's Kafka); each can be switched off to reproduce
     the bug it fixes (docs/explanation/architecture.md, "Protocol variants")."""
 
-    elr: bool = True
-    maximal_isr: bool = True
-    strict_min_isr: bool = True
-    broker_epoch_in_alter_partition: bool = True
-    leader_epoch_truncation: bool = True
-    prevote: bool = True
-    check_quorum: bool = True
-    raft_fsync: bool = True
+    elr: bool = Field(True, description="KIP-966 Eligible Leader Replicas (the same switch as eligible.leader.replicas.enable)")
+    maximal_isr: bool = Field(True, description="the leader counts proposed ISR members when it advances the HWM")
+    strict_min_isr: bool = Field(True, description="the HWM stays frozen while the ISR is below MinISR (Kafka >= 3.7)")
+    broker_epoch_in_alter_partition: bool = Field(True, description="KIP-903: an ISR change names each broker's epoch")
+    leader_epoch_truncation: bool = Field(True, description="KIP-101: truncate by leader epoch, not to the local HWM")
+    prevote: bool = Field(True, description="KIP-996 Pre-Vote")
+    check_quorum: bool = Field(True, description="a KRaft leader that hears from no majority resigns")
+    raft_fsync: bool = Field(True, description="KRaft voters flush before acknowledging")
 
 
 class LatencySpec(Strict):
@@ -135,10 +135,11 @@ class DiskSpec(Strict):
 
 
 class ClusterSpec(Strict):
-    brokers: PositiveInt = 3
-    controllers: PositiveInt = 3
-    racks: PositiveInt | None = None
-    storage: StorageModeName = "page_cache"
+    brokers: PositiveInt = Field(3, description="broker ids 1..N, node names b1..bN")
+    controllers: PositiveInt = Field(3, description="KRaft controller voters, ids 1..M, node names c1..cM")
+    racks: PositiveInt | None = Field(None, description="brokers assigned to racks round-robin; placement is rack-aware")
+    storage: StorageModeName = Field("page_cache", description="fsync: flush before acknowledging; page_cache: an OS crash loses "
+                                                               "the unflushed tail; process_buffer: a process crash does too")
     log_dirs: PositiveInt = Field(
         1, description="log directories per broker, numbered from 0 (Kafka's log.dirs); directory 0 also holds the metadata log"
     )
@@ -170,10 +171,11 @@ class ClusterSpec(Strict):
 
 
 class TopicSpec(Strict):
-    name: Annotated[str, Field(pattern=TOPIC_PATTERN)]
-    partitions: PositiveInt = 1
+    name: Annotated[str, Field(pattern=TOPIC_PATTERN, description="the topic's name; its partitions are NAME-0, NAME-1, ...")]
+    partitions: PositiveInt = Field(1, description="how many partitions")
     replication_factor: PositiveInt | None = Field(
         None, description="default: min(3, cluster.brokers)"
     )
-    assignment: dict[NonNegativeInt, list[BrokerId]] | None = None
-    config: TopicConfig = TopicConfig()
+    assignment: dict[NonNegativeInt, list[BrokerId]] | None = Field(
+        None, description="each partition's replicas, the first the preferred leader; default: Kafka's round-robin placement")
+    config: TopicConfig = Field(TopicConfig(), description="topic-level config overrides (Kafka's names)")

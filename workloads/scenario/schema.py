@@ -35,17 +35,18 @@ from .step_spec import CreatePartitionsStep, CreateTopicStep, Step
 
 
 class Scenario(Strict):
-    name: Annotated[str, Field(pattern=NAME_PATTERN, max_length=200)]
-    description: str = ""
-    runtime: Literal["sim", "ray"] = "sim"
-    seed: NonNegativeInt = 0
+    name: Annotated[str, Field(pattern=NAME_PATTERN, max_length=200, description="the scenario's name, in run folders and summaries")]
+    description: str = Field("", description="free text: what the scenario shows")
+    runtime: Literal["sim", "ray"] = Field("sim", description="sim: the deterministic simulator; ray: Ray actors (`--runtime` overrides)")
+    seed: NonNegativeInt = Field(0, description="the simulator's seed: the same seed gives the same run (`--seed` overrides)")
     cluster: ClusterSpec = ClusterSpec()
-    topics: list[TopicSpec] = []
-    steps: list[Step] = []
-    expect_violations: list[str] = []
+    topics: list[TopicSpec] = Field([], description="topics created before the steps run")
+    steps: list[Step] = Field([], description="run in order; each a one-key mapping: the step's kind and its arguments")
+    expect_violations: list[str] = Field([], description="the invariants this scenario is meant to break (protocol variants); "
+                                                          "`ok` requires exactly these")
     # kraftlab's: also check the quorum's liveness (EpochInflation, StaleLeader) after every event,
     # reported as violations: what turning `prevote` or `check_quorum` off shows under faults.
-    disruption_checks: bool = False
+    disruption_checks: bool = Field(False, description="also check the quorum's liveness (EpochInflation, StaleLeader) after every event")
 
     @field_validator("expect_violations")
     @classmethod
