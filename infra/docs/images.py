@@ -12,12 +12,9 @@ and Prometheus (Debian's `chromium` and `prometheus` packages) on this machine's
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -78,41 +75,17 @@ def screenshot(page: Path, shot: Path, profile: Path) -> None:
 def render_dashboards(campaign: Path, tsdb: Path, end_s: float) -> None:
     from kraftlab.cli import main as cli
     from observability.metrics.openmetrics import SIM_EPOCH_S
+    from observability.metrics.tsdb import served_tsdb
 
     loaded = CliRunner().invoke(cli, ["metrics", "load", str(campaign), "--tsdb", str(tsdb)])
     if loaded.exit_code != 0:
         raise SystemExit(f"kraftlab metrics load failed:\n{loaded.output}")
-    port = _free_port()
-    proc = subprocess.Popen(["prometheus", f"--storage.tsdb.path={tsdb}", f"--config.file={ROOT / 'infra/prometheus/empty.yml'}",
-                             f"--web.listen-address=127.0.0.1:{port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        _wait_ready(base)
+    with served_tsdb(tsdb, ROOT / "infra/prometheus/empty.yml") as base:
         drawn = CliRunner().invoke(cli, ["dashboards", "render", "--prometheus", base, "--end", str(SIM_EPOCH_S + end_s),
                                          "--out", str(DOCS)])
-        if drawn.exit_code != 0:
-            raise SystemExit(f"kraftlab dashboards render failed:\n{drawn.output}")
-        print(drawn.output.strip())
-    finally:
-        proc.terminate()
-        proc.wait(10)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_ready(base: str) -> None:
-    for _ in range(100):
-        try:
-            if urllib.request.urlopen(f"{base}/-/ready", timeout=1).status == 200:
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise SystemExit("Prometheus did not become ready")
-
+    if drawn.exit_code != 0:
+        raise SystemExit(f"kraftlab dashboards render failed:\n{drawn.output}")
+    print(drawn.output.strip())
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -11,8 +11,13 @@ from __future__ import annotations
 
 import re
 import shutil
+import socket
 import subprocess
 import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 METRICS_FILE = "metrics.om"
@@ -77,3 +82,28 @@ def load_into_tsdb(path: Path, tsdb: Path, promtool: str | None = None) -> list[
                 raise MetricsInputError(f"{files[run]}: promtool could not load it ({why[-1] if why else result.returncode})")
             reports.append(result.stdout)
     return reports
+
+
+@contextmanager
+def served_tsdb(tsdb: Path, config: Path, prometheus: str = "prometheus") -> Iterator[str]:
+    """A Prometheus on loopback serving `tsdb` (a free port), ready to query: its base URL. The
+    test suite's and `make docs-images`' Prometheus; stopped on the way out."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([prometheus, f"--storage.tsdb.path={tsdb}", f"--config.file={config}",
+                             f"--web.listen-address=127.0.0.1:{port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(100):
+            try:
+                if urllib.request.urlopen(f"{base}/-/ready", timeout=1).status == 200:
+                    break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            raise MetricsInputError(f"Prometheus on {tsdb} did not become ready")
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(10)

@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
-import subprocess
-import time
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
@@ -20,16 +17,11 @@ from click.testing import CliRunner
 from kraftlab.cli import main
 from kraftlab.runner import run_scenario
 from observability.metrics.openmetrics import SIM_EPOCH_S
+from observability.metrics.tsdb import served_tsdb
 from workloads.scenario.loading import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = {"elr": "last-replica-standing-load", "no-elr": "last-replica-standing-load-no-elr"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass(frozen=True)
@@ -59,24 +51,9 @@ def served_prometheus(tmp_path_factory):
     tsdb = root / "tsdb"
     result = CliRunner().invoke(main, ["metrics", "load", str(root), "--tsdb", str(tsdb)])
     assert result.exit_code == 0, result.output
-    port = free_port()
-    proc = subprocess.Popen(["prometheus", f"--storage.tsdb.path={tsdb}", f"--config.file={ROOT / 'infra/prometheus/empty.yml'}",
-                             f"--web.listen-address=127.0.0.1:{port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(100):
-            try:
-                if urllib.request.urlopen(f"{base}/-/ready", timeout=1).status == 200:
-                    break
-            except OSError:
-                time.sleep(0.1)
-        else:
-            pytest.fail("Prometheus did not become ready")
+    with served_tsdb(tsdb, ROOT / "infra/prometheus/empty.yml") as base:
         end = SIM_EPOCH_S + max(s["stats"]["sim_ms"] for s in summaries.values()) / 1000
         yield Served(base, summaries, end)
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 @pytest.fixture(scope="module")
