@@ -1,5 +1,5 @@
-"""What a `fail_log_dir` step leaves in the history and the metrics (contract.md: the `fault` kind
-`fail_log_dir`; library scenario `log-dir-failure`): the fault rows with their directory, the
+"""What a `fail_log_dir` step leaves in the history and the metrics (docs/reference/events.md: the
+`fault` kind `fail_log_dir`; library scenario `log-dir-failure`): the fault rows with their directory, the
 broker's own rows, the halt of a broker losing directory 0 as a process crash, the committed
 registration's offline directories, and the fault window ending at the broker's restart."""
 
