@@ -16,10 +16,13 @@ A block the checks cannot take (another tool's YAML) says so with `<!-- skip: ne
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import shlex
 import subprocess
 import sys
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -98,9 +101,6 @@ def run_shell(code: int):
 
 
 def run_python(example) -> None:
-    import contextlib
-    import os
-
     work = Path(example.namespace.setdefault("_work", _workdir(example)))
     cwd = os.getcwd()
     os.chdir(work)
@@ -112,14 +112,10 @@ def run_python(example) -> None:
 
 
 def _workdir(example) -> str:
-    import tempfile
-
     return tempfile.mkdtemp(prefix="docs-example-")
 
 
 def _env() -> dict[str, str]:
-    import os
-
     return {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
 
 
@@ -130,8 +126,6 @@ def check_yaml(example) -> None:
     text = expand_snippets(example.parsed)
     raw = yaml.safe_load(text)
     if isinstance(raw, dict) and "scenario" in raw:
-        import tempfile
-
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "campaign.yaml"
             path.write_text(text)
