@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test docs docs-reference docs-images bench schema conformance conformance-ray clean
+.PHONY: demo test test-ray-all docs docs-reference docs-images bench schema conformance conformance-ray clean
 
 # pip's and setuptools' own notices go to .venv/install.log, shown only when the install fails.
 $(STAMP): pyproject.toml
@@ -26,6 +26,11 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadscope -m "not ray and not testbed" tests; first=$$?; \
 	$(BIN)/python -m pytest -q -m "ray or testbed" tests; second=$$?; \
 	test $$first -eq 0 && test $$second -eq 0
+
+# The `ray` tier with every library scenario and every conformance case on Ray (`make test` runs one
+# of each family and of each Kafka test class there): about an hour on 2 cores.
+test-ray-all: $(STAMP)
+	KRAFTLAB_LIBRARY_RAY=all KRAFTLAB_CONFORMANCE_RAY=all $(BIN)/python -m pytest -q -m ray tests/ray
 
 # The documentation site (mkdocs.yml, docs/) into site/; --strict: a broken link or a missing page fails.
 docs: $(STAMP)

@@ -225,7 +225,7 @@ def events_page() -> str:
              "A run's history (`events/`, Parquet) has one row per event. Every row has the common columns; "
              "each kind adds its own (null where a kind has none). The record kinds (`produce_send`, "
              "`produce_ack`, `consume`, `final_read`) are one row per record. "
-             "[Reading a run](../tutorials/reading-a-run.md) shows how to load them.", "",
+             "[The event history](history.md) shows how to load them.", "",
              "## Common columns", "", _table(("column", "type"), ((f"`{k}`", v) for k, v in COMMON_COLUMNS.items())), "",
              "## Kinds", ""]
     for kind, cls in KINDS.items():

@@ -3,7 +3,7 @@ result docs/conformance.md records for Ray, a few at a time as the library runs 
 
 A Ray run takes real time (a broker's 9 s session timeout is 9 s), 30-70 s a case here: the whole
 suite is about 25 minutes on this 2-core machine, more than CI's budget allows beside the rest. So
-`make test` runs one case of each Kafka test class (`conformance.ray_sample`), and
+`make test` runs one short case of each Kafka test class (`conformance.RAY_SAMPLE`), and
 `KRAFTLAB_CONFORMANCE_RAY=all` (or `make conformance-ray`, which also rewrites the table's Ray
 column) runs them all."""
 

@@ -32,3 +32,12 @@ def test_each_case_has_its_recorded_result_in_the_simulator(case, tmp_path):
     )
     result, why = conformance.run_case(case, "sim", tmp_path)
     assert result == recorded, f"{case.kafka_name}: {why}"
+
+
+def test_the_ray_sample_has_one_case_of_each_kafka_test_class_that_agrees_on_ray():
+    cases = conformance.cases()
+    sample = conformance.ray_sample(cases)
+    assert sorted(c.name for c in sample) == sorted(conformance.RAY_SAMPLE)  # no stale name
+    assert sorted(c.kafka_class for c in sample) == sorted({c.kafka_class for c in cases})
+    recorded = conformance.recorded_results()
+    assert all(recorded[c.name]["ray"] == conformance.AGREES for c in sample)

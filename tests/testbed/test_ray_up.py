@@ -175,7 +175,8 @@ def test_a_campaign_with_kernel_faults(cluster):
 def test_the_ray_tier_on_the_testbed(cluster):
     cluster_file, _ = cluster
     modules = RAY_TIER if os.environ.get("KRAFTLAB_TESTBED_RAY_TIER") == "all" else RAY_TIER_IN_CI
-    done = ray("exec", cluster_file, f"cd {ROOT} && RAY_ADDRESS=auto python -m pytest -q -p no:cacheprovider --color=no "
+    library = os.environ.get("KRAFTLAB_LIBRARY_RAY", "")  # `all`: every library scenario, not one per family
+    done = ray("exec", cluster_file, f"cd {ROOT} && RAY_ADDRESS=auto KRAFTLAB_LIBRARY_RAY={library} python -m pytest -q -p no:cacheprovider --color=no "
                f"--basetemp=/tmp/ray-tier {' '.join(modules)}", timeout=5400)
     log(f"the Ray tier on the testbed: {tail(done, 12)}")
     assert done.returncode == 0, tail(done, 60)
