@@ -107,9 +107,14 @@ class Clients:
             raise StepFailed(f"list_offsets {ref} from broker {leader}: expected {args.expected}, got {got}")
 
     def load(self, args: Load, topics: dict[str, int]) -> None:
-        """Start background load: open-loop producers and following consumers."""
-        names = args.topics or sorted(topics)
-        partitions = [(t, p) for t in names for p in range(topics[t])]
+        """Start background load: open-loop producers and following consumers, on every partition
+        of `args.topics` (default: every topic) as of now: the scenario's `topics`, and those that
+        `create_topic` and `create_partitions` steps made, as the committed metadata tells them."""
+        existing = {(t, p) for t, count in topics.items() for p in range(count)} | set(self.view.partition_keys())
+        names = args.topics or sorted({t for t, _ in existing})
+        partitions = [(t, p) for t in names for _, p in sorted(key for key in existing if key[0] == t)]
+        if missing := [t for t in names if all(key[0] != t for key in existing)]:
+            raise StepFailed(f"load: no topic {', '.join(missing)} exists now")
         cluster = self.cluster
         until = None if args.duration_ms is None else cluster.now_ms + args.duration_ms
         for i in range(args.producers):

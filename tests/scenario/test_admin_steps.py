@@ -100,6 +100,46 @@ def test_topics_and_partitions_made_while_the_run_goes_on_take_records(tmp_path)
     assert read == {("t", 0), ("t", 1), ("t", 2), ("u", 0), ("u", 1)}
 
 
+def test_load_covers_the_topics_and_partitions_made_before_it(tmp_path):
+    """`load` reads the partitions as of its step: a topic made by `create_topic` may be named, and
+    the default (every topic) takes in it and the partitions `create_partitions` added."""
+    summary, rows = run_yaml(tmp_path, """
+        name: load-on-new-partitions
+        cluster: {brokers: 3}
+        topics: [{name: t, replication_factor: 3, assignment: {0: [1, 2, 3]}}]
+        steps:
+          - create_topic: {name: u, partitions: 2, replication_factor: 3}
+          - create_partitions: {topic: t, count: 2}
+          - wait_for: {partition: u-1, leader: "!= null", timeout_ms: 5000}
+          - wait_for: {partition: t-1, leader: "!= null", timeout_ms: 5000}
+          - load: {topics: [u], rate_per_s: 100, consumers: 0}
+          - load: {rate_per_s: 100, consumers: 0}
+          - wait: 2000
+        """)
+    assert_ok(summary)
+    acked = [r for r in rows if r["kind"] == "produce_ack" and r["outcome"] == "ok"]
+    by_producer = {}
+    for r in acked:
+        by_producer.setdefault(r["producer"], set()).add((r["topic"], r["partition"]))
+    first, second = (by_producer[name] for name in sorted(by_producer))  # one producer per load step
+    assert first == {("u", 0), ("u", 1)} and second == {("t", 0), ("t", 1), ("u", 0), ("u", 1)}
+    assert summary["stats"]["acked_lost"] == 0
+
+
+def test_load_on_a_topic_that_does_not_exist_fails_the_step(tmp_path):
+    summary, _ = run_yaml(tmp_path, """
+        name: load-on-a-deleted-topic
+        cluster: {brokers: 3}
+        topics: [{name: t, replication_factor: 3}]
+        steps:
+          - create_topic: {name: u, partitions: 1, replication_factor: 3}
+          - delete_topic: {name: u}
+          - wait_for: {partition: u-0, exists: false, timeout_ms: 5000}
+          - load: {topics: [u], rate_per_s: 100}
+        """)
+    assert [(f["step"], f["detail"]) for f in summary["failures"]] == [(3, "load: no topic u exists now")]
+
+
 def test_a_new_reassignment_replaces_the_one_in_progress_and_a_cancel_goes_back(tmp_path):
     """ReplicationControlManager.changePartitionReassignment computes a new target from the replica
     set as it is (4, already a replica, is no longer "adding"); cancelPartitionReassignment takes

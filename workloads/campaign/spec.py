@@ -80,17 +80,28 @@ Range = Annotated[list[Annotated[float, Field(ge=0)]], Field(min_length=2, max_l
 class FaultsSpec(Strict):
     """The random fault profile (workloads/faults.py draws a schedule from it and each seed)."""
 
-    kinds: Annotated[list[FaultKind], Field(min_length=1)]
+    kinds: Annotated[list[FaultKind], Field(
+        min_length=1,
+        description="the kinds each fault is drawn from at random: crash_os, crash_process, crash_disk (brokers only), "
+        "isolate, partition (two groups), link (drops and delays), slow (delays only)",
+    )]
     mean_interval_ms: PositiveFloat = 5_000.0
     duration_ms: PositiveFloat = 60_000.0  # the safety phase: faults start only within it
     mean_outage_ms: PositiveFloat = 4_000.0
     # After the safety phase everything heals; within this bound the quorum must be led and every
     # partition led and acknowledging acks=all writes again, or the run is a liveness failure.
     converge_ms: PositiveInt = 60_000
-    targets: Literal["all", "brokers", "controllers"] = "all"
-    link_drop: Range = [0.1, 1.0]
-    link_delay_ms: Range = [0.0, 50.0]
-    slow_delay_ms: Range = [50.0, 2_000.0]
+    targets: Literal["all", "brokers", "controllers"] = Field(
+        "all", description="the nodes the faults pick among: every broker and controller, the brokers or the controllers"
+    )
+    link_drop: Range = Field(
+        [0.1, 1.0], description="[low, high]: the share of messages a link fault drops, drawn from this range"
+    )
+    link_delay_ms: Range = Field([0.0, 50.0], description="[low, high]: the delay a link fault adds, drawn from this range")
+    slow_delay_ms: Range = Field(
+        [50.0, 2_000.0],
+        description="[low, high]: the delay a slow fault adds to every message of one link, drawn from this range",
+    )
 
     # Field validators, not a model one: the error then names the key (`faults.link_drop`).
     @field_validator("link_drop", "link_delay_ms", "slow_delay_ms")
@@ -121,9 +132,14 @@ class LoadProfile(Strict):
     producers: _one_or_choices(PositiveInt) = 1  # type: ignore[valid-type]
     consumers: _one_or_choices(NonNegativeInt) = 1  # type: ignore[valid-type]
     rate_per_s: _one_or_choices(PositiveFloat) = 100.0  # type: ignore[valid-type]
-    acks: _one_or_choices(Acks) = "all"  # type: ignore[valid-type]
+    acks: _one_or_choices(Acks) = Field(  # type: ignore[valid-type]
+        "all", description="the load producers' acks: all (the same as -1), 1 or 0"
+    )
     message_bytes: _one_or_choices(PositiveInt) = 100  # type: ignore[valid-type]
-    topics: list[str] | None = None
+    topics: list[str] | None = Field(
+        None, description="the topics whose partitions the load writes and reads (one list, not drawn); absent: every "
+        "topic of the base scenario's `topics`"
+    )
 
 
 class ExpectRule(Strict):
@@ -132,10 +148,16 @@ class ExpectRule(Strict):
     seed may show one of these names (for profiles whose runs may go beyond the protocol's
     tolerance, where other findings are the protocol's limits, not the switch's doing)."""
 
-    when: dict[str, Any] = {}
-    catch: Annotated[list[str], Field(min_length=1)] | None = None
-    clean: bool | None = None
-    absent: Annotated[list[str], Field(min_length=1)] | None = None
+    when: dict[str, Any] = Field(
+        {}, description="matrix key (or `variant`) -> value: the cells the rule applies to; empty: every cell"
+    )
+    catch: Annotated[list[str], Field(min_length=1)] | None = Field(
+        None, description="finding names each found in at least one seed of every matching cell"
+    )
+    clean: bool | None = Field(None, description="true: no run of a matching cell shows a finding or raises")
+    absent: Annotated[list[str], Field(min_length=1)] | None = Field(
+        None, description="finding names no seed of a matching cell may show"
+    )
 
     @model_validator(mode="after")
     def _catch_or_clean(self) -> ExpectRule:
@@ -155,16 +177,29 @@ class ExpectRule(Strict):
 
 class CampaignSpec(Strict):
     name: Annotated[str, Field(pattern=NAME_PATTERN, max_length=200)]
-    description: str = ""
-    scenario: str
+    description: str = Field("", description="free text: what the campaign checks")
+    scenario: str = Field(description="the base scenario: a path (relative to the campaign file first) or a library name")
     seeds: PositiveInt | Annotated[list[NonNegativeInt], Field(min_length=2, max_length=2)] = 1
     # kraftlab's: overrides for every run (dotted paths, as `--set`), before the cell's own.
-    set: dict[str, Any] = {}
-    matrix: dict[str, Annotated[list[Any], Field(min_length=1)]] = {}
-    variants: dict[Annotated[str, Field(pattern=NAME_PATTERN)], dict[str, Any]] | None = None
-    faults: FaultsSpec | None = None
-    load: LoadProfile | None = None
-    expect: list[ExpectRule] = []
+    set: dict[str, Any] = Field(
+        {}, description="overrides for every run (dotted paths, as `--set`), before the cell's own"
+    )
+    matrix: dict[str, Annotated[list[Any], Field(min_length=1)]] = Field(
+        {}, description="dotted path (as `--set`) -> the values it takes; every combination is a cell"
+    )
+    variants: dict[Annotated[str, Field(pattern=NAME_PATTERN)], dict[str, Any]] | None = Field(
+        None, description="named sets of overrides, one cell each, crossed with the matrix"
+    )
+    faults: FaultsSpec | None = Field(
+        None, description="the random fault profile, a schedule drawn from each seed; absent: no faults"
+    )
+    load: LoadProfile | None = Field(
+        None,
+        description="the load drawn from each seed, in place of the base's first `load` step; absent: the base's own load",
+    )
+    expect: list[ExpectRule] = Field(
+        [], description="rules on the cells' findings; one that does not hold makes the exit code 1"
+    )
 
     @field_validator("seeds")
     @classmethod

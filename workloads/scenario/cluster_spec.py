@@ -26,9 +26,22 @@ class KafkaConfig(Strict):
     """Broker and controller settings under their real Kafka names (defaults: protocol-facts.md)."""
 
     min_insync_replicas: PositiveInt = Field(1, alias="min.insync.replicas")
-    eligible_leader_replicas_enable: bool = Field(True, alias="eligible.leader.replicas.enable")
-    unclean_leader_election_enable: bool = Field(False, alias="unclean.leader.election.enable")
-    unclean_recovery_strategy: RecoveryStrategy = Field("balanced", alias="unclean.recovery.strategy")
+    eligible_leader_replicas_enable: bool = Field(
+        True, alias="eligible.leader.replicas.enable",
+        description="KIP-966 Eligible Leader Replicas, the same switch as protocol.elr (Kafka: on by default for new "
+        "clusters since 4.1)",
+    )
+    unclean_leader_election_enable: bool = Field(
+        False, alias="unclean.leader.election.enable",
+        description="when no ISR or ELR member can lead, elect any unfenced replica: an unclean election, the partition "
+        "RECOVERING; Kafka's default false",
+    )
+    unclean_recovery_strategy: RecoveryStrategy = Field(
+        "balanced", alias="unclean.recovery.strategy",
+        description="KIP-966 unclean recovery of a leaderless partition, with ELR on: balanced once ISR and ELR are "
+        "empty, electing the best inspected log; aggressive (proactive) as soon as no ISR or ELR member can lead; "
+        "none (manual) never; last_known_leader elects the last leader without inspecting logs; Kafka's default balanced",
+    )
     # Kafka's internal config (ReplicationConfigs, default 5 minutes): how often the active
     # controller elects leaders for leaderless partitions of topics that allow unclean elections.
     unclean_leader_election_interval_ms: PositiveInt = Field(300_000, alias="unclean.leader.election.interval.ms")
@@ -57,7 +70,11 @@ class KafkaConfig(Strict):
     # enabled, every interval the active controller elects the preferred replica of each partition
     # led by another replica, where the preferred one can lead. The percentage is accepted as Kafka
     # accepts it; its KRaft controller does not use it (the ZooKeeper controller did).
-    auto_leader_rebalance_enable: bool = Field(True, alias="auto.leader.rebalance.enable")
+    auto_leader_rebalance_enable: bool = Field(
+        True, alias="auto.leader.rebalance.enable",
+        description="every leader.imbalance.check.interval.seconds, the active controller makes each partition's "
+        "preferred replica its leader where it can lead; Kafka's default true",
+    )
     leader_imbalance_check_interval_seconds: PositiveInt = Field(300, alias="leader.imbalance.check.interval.seconds")
     leader_imbalance_per_broker_percentage: int = Field(10, ge=0, le=100, alias="leader.imbalance.per.broker.percentage")
     # KIP-858: a broker that cannot get a failed log directory acknowledged by the controller (in a
@@ -78,7 +95,10 @@ class TopicConfig(Strict):
     """Topic-level overrides (Kafka's topic config names)."""
 
     min_insync_replicas: PositiveInt | None = Field(None, alias="min.insync.replicas")
-    unclean_leader_election_enable: bool | None = Field(None, alias="unclean.leader.election.enable")
+    unclean_leader_election_enable: bool | None = Field(
+        None, alias="unclean.leader.election.enable",
+        description="the topic's own unclean.leader.election.enable; absent: the cluster's",
+    )
     flush_messages: PositiveInt | None = Field(None, alias="flush.messages")
     flush_ms: PositiveInt | None = Field(None, alias="flush.ms")
     segment_bytes: PositiveInt | None = Field(None, alias="segment.bytes")
@@ -108,7 +128,10 @@ class ProtocolSwitches(Strict):
 
 
 class LatencySpec(Strict):
-    kind: Literal["constant", "uniform", "exponential"] = "uniform"
+    kind: Literal["constant", "uniform", "exponential"] = Field(
+        "uniform", description="constant: always low_ms; uniform: between low_ms and high_ms; exponential: low_ms plus "
+        "an exponential tail of mean mean_ms"
+    )
     low_ms: NonNegativeFloat = 0.5
     high_ms: NonNegativeFloat = 2.0
     mean_ms: Annotated[float, Field(gt=0)] = 1.0
@@ -123,13 +146,16 @@ class LatencySpec(Strict):
 class NetworkSpec(Strict):
     """Simulator network (addition to docs/reference): one-way message latency."""
 
-    latency: LatencySpec = LatencySpec()
+    latency: LatencySpec = Field(LatencySpec(), description="each message's one-way latency in the simulator")
 
 
 class DiskSpec(Strict):
     """Simulator disks (addition to docs/reference)."""
 
-    fsync_latency: LatencySpec = LatencySpec(kind="uniform", low_ms=0.5, high_ms=2.0)
+    fsync_latency: LatencySpec = Field(
+        LatencySpec(kind="uniform", low_ms=0.5, high_ms=2.0),
+        description="each fsync's duration in the simulator; a host's flushes queue on its one disk",
+    )
     background_flush_interval_ms: Annotated[float, Field(gt=0)] = 5_000.0
     dirty_expire_ms: NonNegativeFloat = 30_000.0
 
@@ -143,10 +169,14 @@ class ClusterSpec(Strict):
     log_dirs: PositiveInt = Field(
         1, description="log directories per broker, numbered from 0 (Kafka's log.dirs); directory 0 also holds the metadata log"
     )
-    config: KafkaConfig = KafkaConfig()
-    protocol: ProtocolSwitches = ProtocolSwitches()
-    network: NetworkSpec = NetworkSpec()
-    disk: DiskSpec = DiskSpec()
+    config: KafkaConfig = Field(KafkaConfig(), description="broker and controller settings under Kafka's names")
+    protocol: ProtocolSwitches = Field(
+        ProtocolSwitches(), description="the safety mechanisms, each on unless switched off"
+    )
+    network: NetworkSpec = Field(NetworkSpec(), description="the simulator's message latency")
+    disk: DiskSpec = Field(
+        DiskSpec(), description="disk timing: the simulator's fsync latency and the background flush"
+    )
 
     @model_validator(mode="after")
     def _one_elr_switch(self) -> ClusterSpec:

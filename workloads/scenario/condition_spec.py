@@ -11,6 +11,7 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    Field,
     NonNegativeInt,
     PositiveInt,
     WithJsonSchema,
@@ -114,34 +115,56 @@ class Condition(Strict):
     attributes; and any history counters."""
 
     partition: PartitionRef | None = None
-    replica: ReplicaSubject | None = None
+    replica: ReplicaSubject | None = Field(
+        None, description="the subject: one partition's replica on one broker, checked with leo, hwm, in_sync, dir"
+    )
     broker: BrokerId | None = None
-    quorum: Literal[True] | None = None
+    quorum: Literal[True] | None = Field(
+        None, description="the subject: the KRaft quorum as its latest epoch sees it, checked with leader, epoch, states"
+    )
 
     leader: NullableNumberCond = None
     leader_epoch: NumberCond = None
     partition_epoch: NumberCond = None
-    replicas: BrokerSet | None = None
-    isr: BrokerSet | None = None
-    elr: BrokerSet | None = None
-    last_known_elr: BrokerSet | None = None
+    replicas: BrokerSet | None = Field(None, description="partition: its replica set, compared as a set")
+    isr: BrokerSet | None = Field(None, description="partition: its committed ISR, compared as a set")
+    elr: BrokerSet | None = Field(
+        None, description="partition: its Eligible Leader Replicas (KIP-966), compared as a set"
+    )
+    last_known_elr: BrokerSet | None = Field(
+        None, description="partition: its LastKnownELR (KIP-966), compared as a set"
+    )
     hwm: NumberCond = None
-    offline: bool | None = None
-    under_min_isr: bool | None = None
-    recovery_state: Literal["RECOVERED", "RECOVERING"] | None = None
-    adding_replicas: BrokerSet | None = None
-    removing_replicas: BrokerSet | None = None
+    offline: bool | None = Field(None, description="partition: true while it has no leader")
+    under_min_isr: bool | None = Field(
+        None, description="partition: true while its committed ISR is smaller than min(min.insync.replicas, replication factor)"
+    )
+    recovery_state: Literal["RECOVERED", "RECOVERING"] | None = Field(
+        None, description="partition: the controller's committed leader recovery state (KIP-704); RECOVERING after an unclean election"
+    )
+    adding_replicas: BrokerSet | None = Field(
+        None, description="partition: the replicas a reassignment in progress adds, compared as a set"
+    )
+    removing_replicas: BrokerSet | None = Field(
+        None, description="partition: the replicas a reassignment in progress removes, compared as a set"
+    )
     preferred_leader: NullableNumberCond = None
-    exists: bool | None = None
+    exists: bool | None = Field(None, description="partition: false when it was deleted or never created")
     leo: NumberCond = None
-    in_sync: bool | None = None
+    in_sync: bool | None = Field(None, description="replica: whether the broker is in the partition's committed ISR")
     dir: NumberCond = None  # the replica's log directory (its number)
-    fenced: bool | None = None
+    fenced: bool | None = Field(None, description="broker: fenced in its committed registration")
     epoch: NumberCond = None
-    alive: bool | None = None
-    in_controlled_shutdown: bool | None = None
-    offline_log_dirs: list[NonNegativeInt] | None = None  # the registration's offline directories (KIP-858)
-    states: dict[PositiveInt, QuorumStateName] | None = None
+    alive: bool | None = Field(None, description="broker: its process is running")
+    in_controlled_shutdown: bool | None = Field(
+        None, description="broker: the registration's committed flag, true from the controlled-shutdown request until the broker registers again"
+    )
+    offline_log_dirs: list[NonNegativeInt] | None = Field(
+        None, description="broker: the log directories its committed registration reports offline (KIP-858), compared as a set"
+    )
+    states: dict[PositiveInt, QuorumStateName] | None = Field(
+        None, description="quorum: voter id -> its KRaft state; only the voters named are checked"
+    )
 
     acked: NumberCond = None
     failed: NumberCond = None

@@ -9,9 +9,8 @@ The file's sections have a module each: names.py (names, references, the strict 
 cluster_spec.py (`cluster` and `topics`), condition_spec.py (`wait_for`/`expect` conditions),
 step_spec.py (the steps); this module is the whole file.
 
-Additions beyond docs/reference (documented in the README): `cluster.network` (latency model),
-`cluster.disk` (fsync latency and background flush), `consume.timeout_ms`, `produce.key`, and the
-`consumed` history counter.
+Every key is documented in docs/reference (steps-and-conditions.md, and scenario-format.md, which
+`make docs-reference` generates from these models' descriptions).
 """
 
 from __future__ import annotations
@@ -39,7 +38,9 @@ class Scenario(Strict):
     description: str = Field("", description="free text: what the scenario shows")
     runtime: Literal["sim", "ray"] = Field("sim", description="sim: the deterministic simulator; ray: Ray actors (`--runtime` overrides)")
     seed: NonNegativeInt = Field(0, description="the simulator's seed: the same seed gives the same run (`--seed` overrides)")
-    cluster: ClusterSpec = ClusterSpec()
+    cluster: ClusterSpec = Field(
+        ClusterSpec(), description="the cluster: its size, storage, Kafka config, protocol switches, network and disk"
+    )
     topics: list[TopicSpec] = Field([], description="topics created before the steps run")
     steps: list[Step] = Field([], description="run in order; each a one-key mapping: the step's kind and its arguments")
     expect_violations: list[str] = Field([], description="the invariants this scenario is meant to break (protocol variants); "

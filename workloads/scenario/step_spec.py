@@ -34,11 +34,13 @@ def kafka_idempotence(acks: Acks, idempotent: bool | None) -> bool:
 
 
 class ProduceArgs(Strict):
-    topic: str
+    topic: str = Field(description="the topic to write to")
     partition: NonNegativeInt = 0
     count: PositiveInt | None = None
-    values: list[str] | None = None
-    acks: Acks = "all"
+    values: list[str] | None = Field(None, description="the records' values, in order; give `count` or `values`")
+    acks: Acks = Field(
+        "all", description="the step's producer's acks: all (the same as -1), 1 or 0; Kafka's default all"
+    )
     # enable.idempotence as for `load`. Off, a retry after an answer that never came back (a leader
     # that appended, then lost its leadership) writes the records twice.
     idempotent: bool | None = Field(
@@ -46,7 +48,9 @@ class ProduceArgs(Strict):
         description="enable.idempotence of the step's producer; absent: on with acks all, off with acks 0 or 1 "
         "(Kafka's default since 3.0); true needs acks all",
     )
-    expect: Literal["acked", "failed", "any"] = "any"
+    expect: Literal["acked", "failed", "any"] = Field(
+        "any", description="acked: the step fails if a record fails; failed: if a record is acknowledged; any: either outcome"
+    )
     timeout_ms: PositiveInt = 30_000
 
     @field_validator("idempotent")
@@ -67,11 +71,13 @@ class ProduceArgs(Strict):
 
 
 class ConsumeArgs(Strict):
-    topic: str
+    topic: str = Field(description="the topic to read")
     partition: NonNegativeInt = 0
     from_offset: NonNegativeInt = Field(0, alias="from")
     expect_count: NonNegativeInt | None = None
-    expect_values: list[str] | None = None
+    expect_values: list[str] | None = Field(
+        None, description="the values the step must read from `from`, exactly and in order"
+    )
     timeout_ms: PositiveInt = 10_000
 
 
@@ -99,8 +105,10 @@ class LoadArgs(Strict):
     consumers: NonNegativeInt = 0
     rate_per_s: Annotated[float, Field(gt=0)] = 100.0
     message_bytes: PositiveInt = 100
-    acks: Acks = "all"
-    topics: list[str] | None = None
+    acks: Acks = Field("all", description="the load producers' acks: all (the same as -1), 1 or 0; Kafka's default all")
+    topics: list[str] | None = Field(
+        None, description="the topics whose partitions the load writes and reads; absent: every topic of the scenario's `topics`"
+    )
     duration_ms: PositiveInt | None = None
     # enable.idempotence: absent = Kafka's default since 3.0, on with acks=all and off with acks 0
     # or 1 (`idempotence()` resolves it); true with acks 0 or 1 is refused, as Kafka refuses it.
@@ -140,7 +148,10 @@ class ListOffsetsArgs(Strict):
 
 class CrashArgs(Strict):
     node: NodeRef
-    mode: Literal["process", "os", "disk"]
+    mode: Literal["process", "os", "disk"] = Field(
+        description="process: the process dies, the page cache survives; os: the host dies with its unflushed page "
+        "cache; disk: the disk is replaced, every file lost"
+    )
 
 
 class FailLogDirArgs(Strict):
@@ -173,12 +184,17 @@ class AdminArgs(Strict):
 
 class ElectArgs(AdminArgs):
     partition: PartitionRef
-    type: Literal["preferred", "unclean"] = "preferred"
+    type: Literal["preferred", "unclean"] = Field(
+        "preferred", description="preferred: make the first replica the leader; unclean: elect a leader for a leaderless "
+        "partition, any unfenced replica when no clean one can lead"
+    )
 
 
 class ReassignArgs(AdminArgs):
     partition: PartitionRef
-    replicas: Annotated[list[BrokerId], Field(min_length=1)]
+    replicas: Annotated[
+        list[BrokerId], Field(min_length=1, description="the target replicas, in order: the first is the preferred leader")
+    ]
 
 
 class CancelReassignmentArgs(AdminArgs):
@@ -204,9 +220,11 @@ class CreatePartitionsArgs(AdminArgs):
 
 
 class AlterConfigArgs(AdminArgs):
-    topic: str | None = None
-    cluster: Literal[True] | None = None
-    config: dict[str, Any]
+    topic: str | None = Field(None, description="the topic whose config to change; give `topic` or `cluster`")
+    cluster: Literal[True] | None = Field(None, description="true: change the cluster-wide config")
+    config: dict[str, Any] = Field(
+        description="the keys to set and their values, under Kafka's names: topic config for `topic`, broker config for `cluster`"
+    )
 
     @field_validator("config")
     @classmethod
@@ -239,27 +257,27 @@ class StepBase(Strict):
 
 
 class ProduceStep(StepBase):
-    produce: ProduceArgs
+    produce: ProduceArgs = Field(description="write records and wait for each one's outcome")
 
 
 class ConsumeStep(StepBase):
-    consume: ConsumeArgs
+    consume: ConsumeArgs = Field(description="read committed records from the partition's leader and check them")
 
 
 class LoadStep(StepBase):
-    load: LoadArgs
+    load: LoadArgs = Field(description="start background open-loop producers and consumers")
 
 
 class ListOffsetsStep(StepBase):
-    list_offsets: ListOffsetsArgs
+    list_offsets: ListOffsetsArgs = Field(description="ask the partition's leader for its latest offset (ListOffsets)")
 
 
 class CrashStep(StepBase):
-    crash: CrashArgs
+    crash: CrashArgs = Field(description="kill a broker or controller: its process, its host or its disk")
 
 
 class FailLogDirStep(StepBase):
-    fail_log_dir: FailLogDirArgs
+    fail_log_dir: FailLogDirArgs = Field(description="take a broker's log directory offline (KIP-858)")
 
 
 class RestartStep(StepBase):
@@ -285,7 +303,11 @@ class IsolateStep(StepBase):
 
 
 class PartitionStep(StepBase):
-    partition: Annotated[list[Annotated[list[NodeRef], Field(min_length=1)]], Field(min_length=2)]
+    partition: Annotated[
+        list[Annotated[list[NodeRef], Field(min_length=1)]],
+        Field(min_length=2, description="split the network into disjoint groups of nodes that only talk within their group; "
+              "nodes in no group keep their links"),
+    ]
 
     @field_validator("partition")
     @classmethod
@@ -300,7 +322,7 @@ class PartitionStep(StepBase):
 
 
 class LinkStep(StepBase):
-    link: LinkArgs
+    link: LinkArgs = Field(description="drop or delay the messages of one one-way link")
 
 
 class HealStep(StepBase):
@@ -312,31 +334,33 @@ class WaitStep(StepBase):
 
 
 class WaitForStep(StepBase):
-    wait_for: WaitForCondition
+    wait_for: WaitForCondition = Field(description="wait until the condition holds; the step fails at timeout_ms")
 
 
 class ExpectStep(StepBase):
-    expect: Condition
+    expect: Condition = Field(description="check the condition now; the step fails if it does not hold")
 
 
 class ElectStep(StepBase):
-    elect: ElectArgs
+    elect: ElectArgs = Field(description="elect a partition's leader (ElectLeaders)")
 
 
 class ReassignStep(StepBase):
-    reassign: ReassignArgs
+    reassign: ReassignArgs = Field(description="move a partition to new replicas (AlterPartitionReassignments)")
 
 
 class AlterConfigStep(StepBase):
-    alter_config: AlterConfigArgs
+    alter_config: AlterConfigArgs = Field(description="change a topic's or the cluster's config (IncrementalAlterConfigs)")
 
 
 class CancelReassignmentStep(StepBase):
-    cancel_reassignment: CancelReassignmentArgs
+    cancel_reassignment: CancelReassignmentArgs = Field(
+        description="revert the partition's reassignment in progress (AlterPartitionReassignments without a target)"
+    )
 
 
 class CreateTopicStep(StepBase):
-    create_topic: CreateTopicArgs
+    create_topic: CreateTopicArgs = Field(description="create a topic while the run goes on (CreateTopics)")
 
 
 class DeleteTopicStep(StepBase):
@@ -349,7 +373,7 @@ class DeleteTopicStep(StepBase):
 
 
 class CreatePartitionsStep(StepBase):
-    create_partitions: CreatePartitionsArgs
+    create_partitions: CreatePartitionsArgs = Field(description="add partitions to a topic (CreatePartitions)")
 
 
 STEP_TYPES: dict[str, type[StepBase]] = {
