@@ -85,12 +85,21 @@ class FaultsSpec(Strict):
         description="the kinds each fault is drawn from at random: crash_os, crash_process, crash_disk (brokers only), "
         "isolate, partition (two groups), link (drops and delays), slow (delays only)",
     )]
-    mean_interval_ms: PositiveFloat = 5_000.0
-    duration_ms: PositiveFloat = 60_000.0  # the safety phase: faults start only within it
-    mean_outage_ms: PositiveFloat = 4_000.0
+    mean_interval_ms: PositiveFloat = Field(
+        5_000.0, description="the mean time from one fault's start to the next's (exponentially distributed)"
+    )
+    duration_ms: PositiveFloat = Field(  # the safety phase: faults start only within it
+        60_000.0, description="the safety phase's length: faults start within it and end by its end"
+    )
+    mean_outage_ms: PositiveFloat = Field(
+        4_000.0, description="how long a fault lasts on average (exponentially distributed) before its node restarts or its link heals"
+    )
     # After the safety phase everything heals; within this bound the quorum must be led and every
     # partition led and acknowledging acks=all writes again, or the run is a liveness failure.
-    converge_ms: PositiveInt = 60_000
+    converge_ms: PositiveInt = Field(
+        60_000, description="after the safety phase heals everything, the bound for each of: the quorum led, every partition "
+        "led, one acks=all record acknowledged by each partition; a miss is a liveness failure"
+    )
     targets: Literal["all", "brokers", "controllers"] = Field(
         "all", description="the nodes the faults pick among: every broker and controller, the brokers or the controllers"
     )
@@ -127,15 +136,24 @@ def _one_or_choices(kind: Any) -> Any:
 
 class LoadProfile(Strict):
     """The load of each run, drawn from its seed: a list is a choice among its values. The drawn
-    values become one `load` step (docs/reference) that runs from the start of the safety phase."""
+    values become one `load` step (docs/reference) in place of the base scenario's first `load`
+    step, or after the base steps when it has none, so that it runs through the safety phase."""
 
-    producers: _one_or_choices(PositiveInt) = 1  # type: ignore[valid-type]
-    consumers: _one_or_choices(NonNegativeInt) = 1  # type: ignore[valid-type]
-    rate_per_s: _one_or_choices(PositiveFloat) = 100.0  # type: ignore[valid-type]
+    producers: _one_or_choices(PositiveInt) = Field(  # type: ignore[valid-type]
+        1, description="how many load producers; a list: one of its values drawn per seed"
+    )
+    consumers: _one_or_choices(NonNegativeInt) = Field(  # type: ignore[valid-type]
+        1, description="how many load consumers, each following every partition of the load; a list: one of its values drawn per seed"
+    )
+    rate_per_s: _one_or_choices(PositiveFloat) = Field(  # type: ignore[valid-type]
+        100.0, description="records per second offered, all producers together; a list: one of its values drawn per seed"
+    )
     acks: _one_or_choices(Acks) = Field(  # type: ignore[valid-type]
         "all", description="the load producers' acks: all (the same as -1), 1 or 0"
     )
-    message_bytes: _one_or_choices(PositiveInt) = 100  # type: ignore[valid-type]
+    message_bytes: _one_or_choices(PositiveInt) = Field(  # type: ignore[valid-type]
+        100, description="each record's value size, in bytes; a list: one of its values drawn per seed"
+    )
     topics: list[str] | None = Field(
         None, description="the topics whose partitions the load writes and reads (one list, not drawn); absent: every "
         "topic of the base scenario's `topics`"
@@ -176,10 +194,15 @@ class ExpectRule(Strict):
 
 
 class CampaignSpec(Strict):
-    name: Annotated[str, Field(pattern=NAME_PATTERN, max_length=200)]
+    name: Annotated[str, Field(
+        pattern=NAME_PATTERN, max_length=200,
+        description="the campaign's name: its default output folder and the start of its runs' scenario names",
+    )]
     description: str = Field("", description="free text: what the campaign checks")
     scenario: str = Field(description="the base scenario: a path (relative to the campaign file first) or a library name")
-    seeds: PositiveInt | Annotated[list[NonNegativeInt], Field(min_length=2, max_length=2)] = 1
+    seeds: PositiveInt | Annotated[list[NonNegativeInt], Field(min_length=2, max_length=2)] = Field(
+        1, description="the seeds each cell runs with: N for seeds 0..N-1, or [first, last], both included"
+    )
     # kraftlab's: overrides for every run (dotted paths, as `--set`), before the cell's own.
     set: dict[str, Any] = Field(
         {}, description="overrides for every run (dotted paths, as `--set`), before the cell's own"

@@ -25,7 +25,11 @@ RecoveryStrategy = Literal["aggressive", "proactive", "balanced", "none", "manua
 class KafkaConfig(Strict):
     """Broker and controller settings under their real Kafka names (defaults: protocol-facts.md)."""
 
-    min_insync_replicas: PositiveInt = Field(1, alias="min.insync.replicas")
+    min_insync_replicas: PositiveInt = Field(
+        1, alias="min.insync.replicas",
+        description="MinISR: the ISR size a leader needs to accept acks=all writes, taken as min(this, replication factor); "
+        "a topic's own overrides it",
+    )
     eligible_leader_replicas_enable: bool = Field(
         True, alias="eligible.leader.replicas.enable",
         description="KIP-966 Eligible Leader Replicas, the same switch as protocol.elr (Kafka: on by default for new "
@@ -44,28 +48,68 @@ class KafkaConfig(Strict):
     )
     # Kafka's internal config (ReplicationConfigs, default 5 minutes): how often the active
     # controller elects leaders for leaderless partitions of topics that allow unclean elections.
-    unclean_leader_election_interval_ms: PositiveInt = Field(300_000, alias="unclean.leader.election.interval.ms")
-    replica_lag_time_max_ms: PositiveInt = Field(30_000, alias="replica.lag.time.max.ms")
-    replica_fetch_wait_max_ms: PositiveInt = Field(500, alias="replica.fetch.wait.max.ms")
+    unclean_leader_election_interval_ms: PositiveInt = Field(
+        300_000, alias="unclean.leader.election.interval.ms",
+        description="while a partition has no leader, how often the active controller elects leaders for the leaderless "
+        "partitions of topics that allow unclean elections",
+    )
+    replica_lag_time_max_ms: PositiveInt = Field(
+        30_000, alias="replica.lag.time.max.ms",
+        description="the leader removes from the ISR a follower that has not caught up with its log end for this long",
+    )
+    replica_fetch_wait_max_ms: PositiveInt = Field(
+        500, alias="replica.fetch.wait.max.ms",
+        description="the longest a leader holds a follower's fetch while it has nothing to return",
+    )
     # How long a follower waits for a fetch's answer before it sends another (Kafka: 30 s, and at
     # least replica.fetch.wait.max.ms). None is kraftlab's default, the fetch's wait + 2 s: a lost
     # connection is noticed about as soon as a closed TCP connection would be, and a healed
     # partition resumes replication within seconds, as TCP's retransmission does.
-    replica_socket_timeout_ms: PositiveInt | None = Field(None, alias="replica.socket.timeout.ms")
-    broker_heartbeat_interval_ms: PositiveInt = Field(2_000, alias="broker.heartbeat.interval.ms")
-    broker_session_timeout_ms: PositiveInt = Field(9_000, alias="broker.session.timeout.ms")
-    controller_quorum_election_timeout_ms: PositiveInt = Field(1_000, alias="controller.quorum.election.timeout.ms")
-    controller_quorum_fetch_timeout_ms: PositiveInt = Field(2_000, alias="controller.quorum.fetch.timeout.ms")
-    controller_quorum_election_backoff_max_ms: PositiveInt = Field(
-        1_000, alias="controller.quorum.election.backoff.max.ms"
+    replica_socket_timeout_ms: PositiveInt | None = Field(
+        None, alias="replica.socket.timeout.ms",
+        description="how long a follower waits for a fetch's answer before it sends another, at least "
+        "replica.fetch.wait.max.ms; absent: replica.fetch.wait.max.ms + 2 s (Kafka's default is 30 s)",
     )
-    controller_quorum_append_linger_ms: NonNegativeInt = Field(25, alias="controller.quorum.append.linger.ms")
+    broker_heartbeat_interval_ms: PositiveInt = Field(
+        2_000, alias="broker.heartbeat.interval.ms", description="how often a broker sends a heartbeat to the active controller"
+    )
+    broker_session_timeout_ms: PositiveInt = Field(
+        9_000, alias="broker.session.timeout.ms",
+        description="the active controller fences a broker it has not heard from for this long",
+    )
+    controller_quorum_election_timeout_ms: PositiveInt = Field(
+        1_000, alias="controller.quorum.election.timeout.ms",
+        description="a KRaft voter without a leader starts an election after a random time between this and twice this",
+    )
+    controller_quorum_fetch_timeout_ms: PositiveInt = Field(
+        2_000, alias="controller.quorum.fetch.timeout.ms",
+        description="a KRaft follower that has not heard from its leader for this long starts an election; with "
+        "check_quorum, a leader resigns after 1.5 times this without fetches from a majority",
+    )
+    controller_quorum_election_backoff_max_ms: PositiveInt = Field(
+        1_000, alias="controller.quorum.election.backoff.max.ms",
+        description="the longest a KRaft voter waits before it canvasses again, after a lost election or its leader's resignation",
+    )
+    controller_quorum_append_linger_ms: NonNegativeInt = Field(
+        25, alias="controller.quorum.append.linger.ms",
+        description="how long the KRaft leader gathers metadata records before it appends them to its log",
+    )
     # None stands for Kafka's defaults: Long.MAX messages, and no flush timer (the OS writes back).
-    log_flush_interval_messages: PositiveInt | None = Field(None, alias="log.flush.interval.messages")
-    log_flush_interval_ms: PositiveInt | None = Field(None, alias="log.flush.interval.ms")
+    log_flush_interval_messages: PositiveInt | None = Field(
+        None, alias="log.flush.interval.messages",
+        description="a broker flushes after every this many records a replica appends (1: every append, as with fsync "
+        "storage); absent: never by count (Kafka's default)",
+    )
+    log_flush_interval_ms: PositiveInt | None = Field(
+        None, alias="log.flush.interval.ms",
+        description="a broker flushes every write this often; absent: no flush timer, the OS writes back (Kafka's default)",
+    )
     # Segment files roll at this size (Kafka: 1 GiB). Any positive size is accepted (Kafka 4 asks
     # for at least 1 MiB) so that scenarios can roll segments with a handful of records.
-    log_segment_bytes: PositiveInt = Field(1 << 30, alias="log.segment.bytes")
+    log_segment_bytes: PositiveInt = Field(
+        1 << 30, alias="log.segment.bytes",
+        description="a log segment's size at which a new segment starts (any positive size; Kafka 4 asks for at least 1 MiB)",
+    )
     # The automatic leader rebalance (Kafka's QuorumController "electPreferred" periodic task): while
     # enabled, every interval the active controller elects the preferred replica of each partition
     # led by another replica, where the preferred one can lead. The percentage is accepted as Kafka
@@ -75,11 +119,20 @@ class KafkaConfig(Strict):
         description="every leader.imbalance.check.interval.seconds, the active controller makes each partition's "
         "preferred replica its leader where it can lead; Kafka's default true",
     )
-    leader_imbalance_check_interval_seconds: PositiveInt = Field(300, alias="leader.imbalance.check.interval.seconds")
-    leader_imbalance_per_broker_percentage: int = Field(10, ge=0, le=100, alias="leader.imbalance.per.broker.percentage")
+    leader_imbalance_check_interval_seconds: PositiveInt = Field(
+        300, alias="leader.imbalance.check.interval.seconds",
+        description="how often the automatic leader rebalance runs, with auto.leader.rebalance.enable",
+    )
+    leader_imbalance_per_broker_percentage: int = Field(
+        10, ge=0, le=100, alias="leader.imbalance.per.broker.percentage",
+        description="accepted as Kafka accepts it, and unused: Kafka's KRaft controller does not use it either",
+    )
     # KIP-858: a broker that cannot get a failed log directory acknowledged by the controller (in a
     # heartbeat's answer) within this long shuts down (Kafka's default: 30 s).
-    log_dir_failure_timeout_ms: PositiveInt = Field(30_000, alias="log.dir.failure.timeout.ms")
+    log_dir_failure_timeout_ms: PositiveInt = Field(
+        30_000, alias="log.dir.failure.timeout.ms",
+        description="a broker shuts down when the controller has not acknowledged its failed log directory within this long (KIP-858)",
+    )
 
     @model_validator(mode="after")
     def _socket_timeout_covers_the_fetch_wait(self) -> KafkaConfig:
@@ -94,14 +147,26 @@ class KafkaConfig(Strict):
 class TopicConfig(Strict):
     """Topic-level overrides (Kafka's topic config names)."""
 
-    min_insync_replicas: PositiveInt | None = Field(None, alias="min.insync.replicas")
+    min_insync_replicas: PositiveInt | None = Field(
+        None, alias="min.insync.replicas", description="the topic's own min.insync.replicas; absent: the cluster's"
+    )
     unclean_leader_election_enable: bool | None = Field(
         None, alias="unclean.leader.election.enable",
         description="the topic's own unclean.leader.election.enable; absent: the cluster's",
     )
-    flush_messages: PositiveInt | None = Field(None, alias="flush.messages")
-    flush_ms: PositiveInt | None = Field(None, alias="flush.ms")
-    segment_bytes: PositiveInt | None = Field(None, alias="segment.bytes")
+    flush_messages: PositiveInt | None = Field(
+        None, alias="flush.messages",
+        description="not supported, any value is refused: a broker flushes all its files at once (set cluster.config "
+        "log.flush.interval.messages)",
+    )
+    flush_ms: PositiveInt | None = Field(
+        None, alias="flush.ms",
+        description="not supported, any value is refused: a broker flushes all its files at once (set cluster.config "
+        "log.flush.interval.ms)",
+    )
+    segment_bytes: PositiveInt | None = Field(
+        None, alias="segment.bytes", description="the topic's own log.segment.bytes; absent: the cluster's"
+    )
 
     @field_validator("flush_messages", "flush_ms")
     @classmethod
@@ -132,9 +197,11 @@ class LatencySpec(Strict):
         "uniform", description="constant: always low_ms; uniform: between low_ms and high_ms; exponential: low_ms plus "
         "an exponential tail of mean mean_ms"
     )
-    low_ms: NonNegativeFloat = 0.5
-    high_ms: NonNegativeFloat = 2.0
-    mean_ms: Annotated[float, Field(gt=0)] = 1.0
+    low_ms: NonNegativeFloat = Field(0.5, description="constant: the latency; uniform: its lowest; exponential: the minimum the tail adds to")
+    high_ms: NonNegativeFloat = Field(2.0, description="uniform: the highest latency, at least low_ms; unused by the other kinds")
+    mean_ms: Annotated[float, Field(gt=0)] = Field(
+        1.0, description="exponential: the mean of the tail added to low_ms; unused by the other kinds"
+    )
 
     @model_validator(mode="after")
     def _ordered(self) -> LatencySpec:
@@ -156,8 +223,13 @@ class DiskSpec(Strict):
         LatencySpec(kind="uniform", low_ms=0.5, high_ms=2.0),
         description="each fsync's duration in the simulator; a host's flushes queue on its one disk",
     )
-    background_flush_interval_ms: Annotated[float, Field(gt=0)] = 5_000.0
-    dirty_expire_ms: NonNegativeFloat = 30_000.0
+    background_flush_interval_ms: Annotated[float, Field(gt=0)] = Field(
+        5_000.0, description="how often each host's OS writeback (page_cache, fsync) or the process's own buffer flush "
+        "(process_buffer) runs"
+    )
+    dirty_expire_ms: NonNegativeFloat = Field(
+        30_000.0, description="page_cache: the OS writeback writes data dirty at least this long (Linux dirty_expire_centisecs)"
+    )
 
 
 class ClusterSpec(Strict):
@@ -204,7 +276,7 @@ class TopicSpec(Strict):
     name: Annotated[str, Field(pattern=TOPIC_PATTERN, description="the topic's name; its partitions are NAME-0, NAME-1, ...")]
     partitions: PositiveInt = Field(1, description="how many partitions")
     replication_factor: PositiveInt | None = Field(
-        None, description="default: min(3, cluster.brokers)"
+        None, description="how many replicas each partition has; default: its assignment's, else min(3, cluster.brokers)"
     )
     assignment: dict[NonNegativeInt, list[BrokerId]] | None = Field(
         None, description="each partition's replicas, the first the preferred leader; default: Kafka's round-robin placement")

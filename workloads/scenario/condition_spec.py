@@ -86,6 +86,12 @@ def _number_or_comparison(nullable: bool):
 
 NumberCond = _number_or_comparison(nullable=False)
 NullableNumberCond = _number_or_comparison(nullable=True)
+
+# The end of a number-valued key's description: what it takes (the rules: `Comparison`, `_number_or_comparison`).
+_NUMBER = '; a whole number or a comparison such as ">= 3"'
+_MAYBE_NULL = '; a whole number or a comparison such as ">= 3" or "!= null" (a comparison with a number never matches null)'
+_OR_NULL = '; a whole number, null, or a comparison such as "!= null" or "!= 1" (a comparison with a number never matches null)'
+
 BrokerSet = list[BrokerId]
 QuorumStateName = Literal["unattached", "prospective", "candidate", "leader", "follower", "resigned"]
 
@@ -123,9 +129,12 @@ class Condition(Strict):
         None, description="the subject: the KRaft quorum as its latest epoch sees it, checked with leader, epoch, states"
     )
 
-    leader: NullableNumberCond = None
-    leader_epoch: NumberCond = None
-    partition_epoch: NumberCond = None
+    leader: NullableNumberCond = Field(
+        None, description="partition: its leader's broker id, null while it has none; quorum: the voter leading the latest epoch, "
+        "null while none does" + _OR_NULL
+    )
+    leader_epoch: NumberCond = Field(None, description="partition: its committed leader epoch" + _NUMBER)
+    partition_epoch: NumberCond = Field(None, description="partition: its committed partition epoch" + _NUMBER)
     replicas: BrokerSet | None = Field(None, description="partition: its replica set, compared as a set")
     isr: BrokerSet | None = Field(None, description="partition: its committed ISR, compared as a set")
     elr: BrokerSet | None = Field(
@@ -134,7 +143,10 @@ class Condition(Strict):
     last_known_elr: BrokerSet | None = Field(
         None, description="partition: its LastKnownELR (KIP-966), compared as a set"
     )
-    hwm: NumberCond = None
+    hwm: NumberCond = Field(
+        None, description="partition: its leader's high watermark, null while it has no leader; replica: the replica's own "
+        "high watermark" + _MAYBE_NULL
+    )
     offline: bool | None = Field(None, description="partition: true while it has no leader")
     under_min_isr: bool | None = Field(
         None, description="partition: true while its committed ISR is smaller than min(min.insync.replicas, replication factor)"
@@ -148,13 +160,20 @@ class Condition(Strict):
     removing_replicas: BrokerSet | None = Field(
         None, description="partition: the replicas a reassignment in progress removes, compared as a set"
     )
-    preferred_leader: NullableNumberCond = None
+    preferred_leader: NullableNumberCond = Field(
+        None, description="partition: the first replica in its assignment's order" + _OR_NULL
+    )
     exists: bool | None = Field(None, description="partition: false when it was deleted or never created")
-    leo: NumberCond = None
+    leo: NumberCond = Field(None, description="replica: its log end offset" + _NUMBER)
     in_sync: bool | None = Field(None, description="replica: whether the broker is in the partition's committed ISR")
-    dir: NumberCond = None  # the replica's log directory (its number)
+    dir: NumberCond = Field(
+        None, description="replica: the number of the log directory its committed partition record places it in" + _NUMBER
+    )
     fenced: bool | None = Field(None, description="broker: fenced in its committed registration")
-    epoch: NumberCond = None
+    epoch: NumberCond = Field(
+        None, description="broker: the broker epoch of its committed registration; quorum: the highest epoch a running voter "
+        "has reached, null while no running voter has told its state" + _MAYBE_NULL
+    )
     alive: bool | None = Field(None, description="broker: its process is running")
     in_controlled_shutdown: bool | None = Field(
         None, description="broker: the registration's committed flag, true from the controlled-shutdown request until the broker registers again"
@@ -166,14 +185,32 @@ class Condition(Strict):
         None, description="quorum: voter id -> its KRaft state; only the voters named are checked"
     )
 
-    acked: NumberCond = None
-    failed: NumberCond = None
-    acked_lost: NumberCond = None
-    consumed: NumberCond = None
-    elections_clean: NumberCond = None
-    elections_unclean: NumberCond = None
-    elections_elr: NumberCond = None  # of the clean elections, those from the ELR
-    quorum_elections: NumberCond = None
+    acked: NumberCond = Field(
+        None, description="history counter: records acknowledged so far, by every producer (the steps' and the loads')" + _NUMBER
+    )
+    failed: NumberCond = Field(
+        None, description="history counter: records not acknowledged so far, failed or of unknown outcome, by every producer" + _NUMBER
+    )
+    acked_lost: NumberCond = Field(
+        None, description="history counter: acknowledged acks=all records missing from their partition's committed log now "
+        "(those of deleted topics excepted)" + _NUMBER
+    )
+    consumed: NumberCond = Field(
+        None, description="history counter: records read by consumers so far (the consume steps' and the loads')" + _NUMBER
+    )
+    elections_clean: NumberCond = Field(
+        None, description="history counter: clean partition leader elections committed so far (from the ISR or the ELR, "
+        "preferred ones included)" + _NUMBER
+    )
+    elections_unclean: NumberCond = Field(
+        None, description="history counter: unclean partition leader elections committed so far (unclean recovery's included)" + _NUMBER
+    )
+    elections_elr: NumberCond = Field(
+        None, description="history counter: of the clean elections, those that chose a member of the ELR" + _NUMBER
+    )
+    quorum_elections: NumberCond = Field(
+        None, description="history counter: KRaft leaders elected since the start, the first one included" + _NUMBER
+    )
 
     @model_validator(mode="after")
     def _attributes_match_subject(self) -> Condition:
@@ -206,7 +243,7 @@ class Condition(Strict):
 
 
 class WaitForCondition(Condition):
-    timeout_ms: PositiveInt = 30_000
+    timeout_ms: PositiveInt = Field(30_000, description="how long to wait for the condition; the step fails if it has not held by then")
 
     def checks(self) -> dict[str, Any]:
         return {k: v for k, v in super().checks().items() if k != "timeout_ms"}

@@ -35,8 +35,8 @@ def kafka_idempotence(acks: Acks, idempotent: bool | None) -> bool:
 
 class ProduceArgs(Strict):
     topic: str = Field(description="the topic to write to")
-    partition: NonNegativeInt = 0
-    count: PositiveInt | None = None
+    partition: NonNegativeInt = Field(0, description="the partition's index within the topic")
+    count: PositiveInt | None = Field(None, description="how many records to write, with generated values; give `count` or `values`")
     values: list[str] | None = Field(None, description="the records' values, in order; give `count` or `values`")
     acks: Acks = Field(
         "all", description="the step's producer's acks: all (the same as -1), 1 or 0; Kafka's default all"
@@ -51,7 +51,9 @@ class ProduceArgs(Strict):
     expect: Literal["acked", "failed", "any"] = Field(
         "any", description="acked: the step fails if a record fails; failed: if a record is acknowledged; any: either outcome"
     )
-    timeout_ms: PositiveInt = 30_000
+    timeout_ms: PositiveInt = Field(
+        30_000, description="each record's delivery timeout: a record not acknowledged this long after the step starts fails"
+    )
 
     @field_validator("idempotent")
     @classmethod
@@ -72,13 +74,18 @@ class ProduceArgs(Strict):
 
 class ConsumeArgs(Strict):
     topic: str = Field(description="the topic to read")
-    partition: NonNegativeInt = 0
-    from_offset: NonNegativeInt = Field(0, alias="from")
-    expect_count: NonNegativeInt | None = None
+    partition: NonNegativeInt = Field(0, description="the partition's index within the topic")
+    from_offset: NonNegativeInt = Field(0, alias="from", description="the offset to start reading at")
+    expect_count: NonNegativeInt | None = Field(
+        None, description="how many committed records the step must read from `from`, exactly"
+    )
     expect_values: list[str] | None = Field(
         None, description="the values the step must read from `from`, exactly and in order"
     )
-    timeout_ms: PositiveInt = 10_000
+    timeout_ms: PositiveInt = Field(
+        10_000, description="how long the step may read: until it has caught up with the leader's HWM and read the records "
+        "expected, or this long"
+    )
 
 
 class LoadProducerConfig(Strict):
@@ -87,29 +94,43 @@ class LoadProducerConfig(Strict):
     `send()` blocks, for at most `max.block.ms` (then that record fails, never written), and the
     records that come due meanwhile are not offered: they are counted as throttled."""
 
-    buffer_memory: PositiveInt = Field(33_554_432, alias="buffer.memory")  # Kafka's default, 32 MiB
-    max_block_ms: NonNegativeInt = Field(60_000, alias="max.block.ms")  # Kafka's default
+    buffer_memory: PositiveInt = Field(  # Kafka's default, 32 MiB
+        33_554_432, alias="buffer.memory",
+        description="the bytes of records waiting or in flight a producer may hold; a record counts its value plus 70 bytes",
+    )
+    max_block_ms: NonNegativeInt = Field(  # Kafka's default
+        60_000, alias="max.block.ms",
+        description="how long send() blocks on a full buffer; then that record fails (MAX_BLOCK_TIMEOUT), never written",
+    )
     # Kafka's default is 120,000; kraftlab's load has used 30,000 since its first version (a run's
     # records settle sooner); it counts from when a record enters the buffer.
-    delivery_timeout_ms: PositiveInt = Field(30_000, alias="delivery.timeout.ms")
+    delivery_timeout_ms: PositiveInt = Field(
+        30_000, alias="delivery.timeout.ms",
+        description="a record not acknowledged this long after it entered the buffer fails (Kafka's default is 120000)",
+    )
     # Batching. linger.ms: how long a partition's records may wait for more to fill a batch (Kafka's
     # default is 5 since 4.0, 0 before; kraftlab's 0 keeps the load's 10 ms rounds as they were:
     # a round's records already leave together). batch.size: a batch's bytes at most (Kafka's
     # default 16,384); absent, kraftlab's default of at most 1,000 records a batch.
-    linger_ms: NonNegativeInt = Field(0, alias="linger.ms")
-    batch_size: PositiveInt | None = Field(None, alias="batch.size")
+    linger_ms: NonNegativeInt = Field(
+        0, alias="linger.ms", description="how long a partition's records may wait to fill a batch before it is sent"
+    )
+    batch_size: PositiveInt | None = Field(
+        None, alias="batch.size",
+        description="a batch's bytes at most, each record counted as for buffer.memory; absent: at most 1,000 records a batch",
+    )
 
 
 class LoadArgs(Strict):
-    producers: PositiveInt = 1
-    consumers: NonNegativeInt = 0
-    rate_per_s: Annotated[float, Field(gt=0)] = 100.0
-    message_bytes: PositiveInt = 100
+    producers: PositiveInt = Field(1, description="how many open-loop producers, sharing rate_per_s")
+    consumers: NonNegativeInt = Field(0, description="how many consumers, each following every partition of the load from offset 0")
+    rate_per_s: Annotated[float, Field(gt=0)] = Field(100.0, description="records per second offered, all producers together")
+    message_bytes: PositiveInt = Field(100, description="each record's value size, in bytes")
     acks: Acks = Field("all", description="the load producers' acks: all (the same as -1), 1 or 0; Kafka's default all")
     topics: list[str] | None = Field(
         None, description="the topics whose partitions the load writes and reads; absent: every topic of the scenario's `topics`"
     )
-    duration_ms: PositiveInt | None = None
+    duration_ms: PositiveInt | None = Field(None, description="how long the producers produce; absent: until the end of the run")
     # enable.idempotence: absent = Kafka's default since 3.0, on with acks=all and off with acks 0
     # or 1 (`idempotence()` resolves it); true with acks 0 or 1 is refused, as Kafka refuses it.
     idempotent: bool | None = Field(
@@ -130,7 +151,8 @@ class LoadArgs(Strict):
 
     config: LoadProducerConfig = Field(
         default_factory=LoadProducerConfig,
-        description="the load producers' buffer.memory (bytes), max.block.ms and delivery.timeout.ms",
+        description="the load producers' settings under Kafka's names: buffer.memory, max.block.ms, delivery.timeout.ms, "
+        "linger.ms and batch.size",
     )
 
     def idempotence(self) -> bool:
@@ -142,8 +164,11 @@ class ListOffsetsArgs(Strict):
     `not_available` (the leader does not trust its HWM yet, §6.4.2), a number or a comparison."""
 
     partition: PartitionRef
-    expect: Literal["not_available", "any"] | NumberCond = "any"
-    timeout_ms: PositiveInt = 5_000
+    expect: Literal["not_available", "any"] | NumberCond = Field(
+        "any", description="the answer required: not_available (the leader's HWM is below its LESO), any, or the offset "
+        "(the leader's HWM) as a whole number or a comparison such as \">= 5\""
+    )
+    timeout_ms: PositiveInt = Field(5_000, description="how long to wait for the leader's answer; the step fails after it")
 
 
 class CrashArgs(Strict):
@@ -165,8 +190,8 @@ class FailLogDirArgs(Strict):
 class LinkArgs(Strict):
     from_node: NodeRef = Field(alias="from")
     to_node: NodeRef = Field(alias="to")
-    drop: Annotated[float, Field(ge=0, le=1)] = 0.0
-    delay_ms: NonNegativeFloat = 0.0
+    drop: Annotated[float, Field(ge=0, le=1)] = Field(0.0, description="the share of the link's messages lost, drawn per message (1 cuts the link)")
+    delay_ms: NonNegativeFloat = Field(0.0, description="added to the latency of every message on the link")
 
 
 KafkaErrorName = Annotated[
@@ -208,11 +233,11 @@ class CreateTopicArgs(TopicSpec):
 
 
 class DeleteTopicArgs(AdminArgs):
-    name: Annotated[str, Field(pattern=TOPIC_PATTERN)]
+    name: Annotated[str, Field(pattern=TOPIC_PATTERN, description="the topic to delete")]
 
 
 class CreatePartitionsArgs(AdminArgs):
-    topic: Annotated[str, Field(pattern=TOPIC_PATTERN)]
+    topic: Annotated[str, Field(pattern=TOPIC_PATTERN, description="the topic to add partitions to")]
     count: PositiveInt = Field(description="the number of partitions the topic grows to")
     assignment: dict[NonNegativeInt, list[BrokerId]] | None = Field(
         None, description="each new partition's index -> its replicas; absent: Kafka's placement"
@@ -330,7 +355,7 @@ class HealStep(StepBase):
 
 
 class WaitStep(StepBase):
-    wait: NonNegativeInt
+    wait: NonNegativeInt = Field(description="let this many milliseconds pass")
 
 
 class WaitForStep(StepBase):
@@ -366,7 +391,9 @@ class CreateTopicStep(StepBase):
 class DeleteTopicStep(StepBase):
     """`delete_topic: NAME` or `delete_topic: {name, expect_error}`."""
 
-    delete_topic: Annotated[str, Field(pattern=TOPIC_PATTERN)] | DeleteTopicArgs
+    delete_topic: Annotated[str, Field(pattern=TOPIC_PATTERN)] | DeleteTopicArgs = Field(
+        description="delete a topic (DeleteTopics): its name, or its name and expect_error"
+    )
 
     def target(self) -> DeleteTopicArgs:
         return self.delete_topic if isinstance(self.delete_topic, DeleteTopicArgs) else DeleteTopicArgs(name=self.delete_topic)
