@@ -102,15 +102,15 @@ class LoadProducerConfig(Strict):
         60_000, alias="max.block.ms",
         description="how long send() blocks on a full buffer; then that record fails (MAX_BLOCK_TIMEOUT), never written",
     )
-    # Kafka's default is 120,000; kraftlab's load has used 30,000 since its first version (a run's
-    # records settle sooner); it counts from when a record enters the buffer.
+    # Kafka's default is 120,000; kraftlab's 30,000 lets a run's records settle sooner. It counts
+    # from when a record enters the buffer.
     delivery_timeout_ms: PositiveInt = Field(
         30_000, alias="delivery.timeout.ms",
         description="a record not acknowledged this long after it entered the buffer fails (Kafka's default is 120000)",
     )
     # Batching. linger.ms: how long a partition's records may wait for more to fill a batch (Kafka's
-    # default is 5 since 4.0, 0 before; kraftlab's 0 keeps the load's 10 ms rounds as they were:
-    # a round's records already leave together). batch.size: a batch's bytes at most (Kafka's
+    # default is 5 since 4.0, 0 before; kraftlab's 0 because the load's 10 ms rounds already send
+    # a round's records together). batch.size: a batch's bytes at most (Kafka's
     # default 16,384); absent, kraftlab's default of at most 1,000 records a batch.
     linger_ms: NonNegativeInt = Field(
         0, alias="linger.ms", description="how long a partition's records may wait to fill a batch before it is sent"
