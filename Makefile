@@ -21,10 +21,10 @@ demo: $(STAMP)
 
 # Two passes (tests/conftest.py says why): every tier but Ray's on two workers, then the tiers that
 # start a Ray (markers ray, testbed) on their own, one test after another, as their real-time
-# timeouts need. Both passes run; the target fails if either did.
+# timeouts need. Both passes run; the target fails if either did. Each prints its slowest tests.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 --dist loadscope -m "not ray and not testbed" tests; first=$$?; \
-	$(BIN)/python -m pytest -q -m "ray or testbed" tests; second=$$?; \
+	$(BIN)/python -m pytest -q --durations=15 -n 2 --dist loadscope -m "not ray and not testbed" tests; first=$$?; \
+	$(BIN)/python -m pytest -q --durations=15 -m "ray or testbed" tests; second=$$?; \
 	test $$first -eq 0 && test $$second -eq 0
 
 # The `ray` tier with every library scenario and every conformance case on Ray (`make test` runs one

@@ -8,7 +8,7 @@ scenario's own timeouts at wall-clock speed): the whole library is about 20 minu
 machine. So `make test` runs one scenario of each family on Ray, and `KRAFTLAB_LIBRARY_RAY=all`
 (`make test-ray-all`) runs every one. The simulator runs every scenario in every tier
 (tests/scenario/test_library.py); what Ray adds (real processes, files, clocks and crashes) is the
-same within a family, whose members differ by one setting."""
+same within a family, whose members differ by one setting (FULL_TIER_ONLY says which)."""
 
 from concurrent.futures import ThreadPoolExecutor
 import os
@@ -37,17 +37,21 @@ LONGEST = [
     "kip-966-eight-steps",
     "config-rf4-minisr2-acks-all",
 ]
-# Run on Ray only with KRAFTLAB_LIBRARY_RAY=all: each is a member of a family whose other member
-# runs in every tier, the same cluster and steps with one setting changed.
+# Run on Ray only with KRAFTLAB_LIBRARY_RAY=all: each has a twin that runs on Ray in every tier,
+# the same cluster and steps with one setting changed, or is run on Ray by another test.
 FULL_TIER_ONLY = {
     # A protocol switch turned off (their twins run with it on).
     "stale-broker-epoch-off", "maximal-isr-off", "prevote-off", "raft-fsync-off",
     "last-replica-standing-no-elr", "unclean-leader-election-disabled",
-    # Other sizes of the same cluster (config-rf4-minisr2-acks-all and tolerance-rf3-minisr2 run).
+    # Other sizes of the same cluster (tolerance-rf3-minisr2 runs; the config-rf4-* family is the
+    # same cluster of four brokers at other MinISR and acks settings).
     "config-rf4-minisr1-acks-all", "config-rf4-minisr2-acks-1", "config-rf4-minisr3-acks-all",
-    "tolerance-rf5-minisr3", "tolerance-rf6-minisr4",
+    "config-rf4-minisr2-acks-all", "tolerance-rf5-minisr3", "tolerance-rf6-minisr4",
     # Other recovery strategies (unclean-recovery-aggressive runs).
     "unclean-recovery-balanced", "unclean-recovery-manual",
+    # Run on Ray by other tests of this tier: the demo runs the Last Replica Standing with ELR
+    # under load, kip-966-eight-steps the ELR's controller rules, random-faults the fault schedules.
+    "last-replica-standing-elr", "elr-controller-steps", "sim-faults-smoke",
 }
 ALL = os.environ.get("KRAFTLAB_LIBRARY_RAY") == "all"
 CHOSEN = set(library_scenarios()) - DEMO_SCENARIOS - (set() if ALL else FULL_TIER_ONLY)
@@ -72,9 +76,8 @@ def runs(local_ray, tmp_path_factory):
 def test_every_library_scenario_is_run_or_has_its_family_run():
     assert FULL_TIER_ONLY <= set(library_scenarios())  # no stale name hides a scenario from the tier
     assert set(SCENARIOS) | DEMO_SCENARIOS | (set() if ALL else FULL_TIER_ONLY) == set(library_scenarios())
-    assert ALL or {"stale-broker-epoch", "maximal-isr", "prevote", "raft-fsync", "last-replica-standing-elr",
-                   "unclean-leader-election-enabled", "config-rf4-minisr2-acks-all", "tolerance-rf3-minisr2",
-                   "unclean-recovery-aggressive"} <= set(SCENARIOS)
+    assert ALL or {"stale-broker-epoch", "maximal-isr", "prevote", "raft-fsync", "kip-966-eight-steps", "random-faults",
+                   "unclean-leader-election-enabled", "tolerance-rf3-minisr2", "unclean-recovery-aggressive"} <= set(SCENARIOS)
 
 
 @pytest.mark.parametrize("name", SCENARIOS)
