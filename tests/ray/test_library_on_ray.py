@@ -17,6 +17,7 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
+from kraftlab import conformance
 from kraftlab.demo import VARIANTS
 from kraftlab.runner import run_scenario
 from observability.history import read_history
@@ -50,8 +51,11 @@ FULL_TIER_ONLY = {
     # Other recovery strategies (unclean-recovery-aggressive runs).
     "unclean-recovery-balanced", "unclean-recovery-manual",
     # Run on Ray by other tests of this tier: the demo runs the Last Replica Standing with ELR
-    # under load, kip-966-eight-steps the ELR's controller rules, random-faults the fault schedules.
+    # under load, kip-966-eight-steps the ELR's controller rules, random-faults the fault schedules,
+    # and the conformance sample (conformance.RAY_SAMPLE) a log directory's failure, Pre-Vote and
+    # a topic's deletion.
     "last-replica-standing-elr", "elr-controller-steps", "sim-faults-smoke",
+    "log-dir-failure", "prevote", "delete-topic",
 }
 ALL = os.environ.get("KRAFTLAB_LIBRARY_RAY") == "all"
 CHOSEN = set(library_scenarios()) - DEMO_SCENARIOS - (set() if ALL else FULL_TIER_ONLY)
@@ -76,8 +80,11 @@ def runs(local_ray, tmp_path_factory):
 def test_every_library_scenario_is_run_or_has_its_family_run():
     assert FULL_TIER_ONLY <= set(library_scenarios())  # no stale name hides a scenario from the tier
     assert set(SCENARIOS) | DEMO_SCENARIOS | (set() if ALL else FULL_TIER_ONLY) == set(library_scenarios())
-    assert ALL or {"stale-broker-epoch", "maximal-isr", "prevote", "raft-fsync", "kip-966-eight-steps", "random-faults",
+    assert ALL or {"stale-broker-epoch", "maximal-isr", "raft-fsync", "kip-966-eight-steps", "random-faults",
                    "unclean-leader-election-enabled", "tolerance-rf3-minisr2", "unclean-recovery-aggressive"} <= set(SCENARIOS)
+    # What the conformance sample runs on Ray in place of log-dir-failure, prevote and delete-topic.
+    assert {"ldf-io-exception-during-checkpoint", "prevote-handle-pre-vote-request-as-follower",
+            "rcm-delete-topics"} <= set(conformance.RAY_SAMPLE)
 
 
 @pytest.mark.parametrize("name", SCENARIOS)
