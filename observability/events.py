@@ -546,8 +546,8 @@ class BrokerStarting(NamedTuple):
 
 @event("broker_registered")
 class BrokerRegistered(NamedTuple):
-    """The broker learned its epoch for this session; `clean` when it registered with the previous
-    epoch (a clean shutdown before, KIP-966)."""
+    """The broker learned the epoch of its registration, which lasts until the process stops;
+    `clean` when it registered with the previous epoch (a clean shutdown before, KIP-966)."""
 
     epoch: int
     clean: bool
