@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-ray-all docs docs-reference docs-images bench schema conformance conformance-ray clean
+.PHONY: demo test test-ray-all test-flaky docs docs-reference docs-images bench schema conformance conformance-ray clean
 
 # pip's and setuptools' own notices go to .venv/install.log, shown only when the install fails.
 $(STAMP): pyproject.toml
@@ -31,6 +31,14 @@ test: $(STAMP)
 # of each family and of each Kafka test class there): about an hour on 2 cores.
 test-ray-all: $(STAMP)
 	KRAFTLAB_LIBRARY_RAY=all KRAFTLAB_CONFORMANCE_RAY=all $(BIN)/python -m pytest -q -m ray tests/ray
+
+# The tiers that wait on the wall clock (Ctrl-C and SIGTERM of the commands, Prometheus, Spark's
+# command line, `ray`, `testbed`) RUNS times, every LOAD_EVERY-th pass with one core kept busy;
+# prints every test that failed even once (tests/flaky.py). About 35 minutes a pass on 2 cores.
+RUNS ?= 3
+LOAD_EVERY ?= 3
+test-flaky: $(STAMP)
+	$(BIN)/python -m tests.flaky --runs $(RUNS) --load-every $(LOAD_EVERY)
 
 # The documentation site (mkdocs.yml, docs/) into site/; --strict: a broken link or a missing page fails.
 docs: $(STAMP)

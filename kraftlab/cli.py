@@ -21,7 +21,7 @@ from rich.table import Table
 
 from actors.runtime import interrupts
 from kraftlab import demo as demo_mod
-from kraftlab.runner import RunResult, RunSetupError, kernel_faults_refusal, out_dir_problem, out_dir_refusal, run_scenario
+from kraftlab.runner import RunResult, RunSetupError, default_run_dir, kernel_faults_refusal, out_dir_problem, out_dir_refusal, run_scenario
 from workloads.scenario.loading import ScenarioError, library_scenarios, load_scenario, parse_yaml
 from workloads.scenario.schema import Scenario
 
@@ -85,8 +85,8 @@ class KraftlabGroup(click.Group):
             return super().invoke(ctx)
         except KeyboardInterrupt as exc:
             what = "terminated (SIGTERM)" if interrupts.terminated(exc) else "interrupted (Ctrl-C)"
-            kept = getattr(exc, "kept_in", None)
-            click.echo(f"{what}: stopped" + (f"; what the run recorded until then is in {kept} (no summary.json)" if kept else ""), err=True)
+            output = interrupts.output()
+            click.echo(f"{what}: stopped" + (f"; {output.stopped_line()}" if output is not None else ""), err=True)
             raise click.exceptions.Exit(interrupts.exit_code(exc)) from None
 
 
@@ -124,6 +124,8 @@ def _run_and_report(sc: Scenario, source: str, overrides: tuple[str, ...], out_d
                     metrics_port: int | None = None, metrics_host: str = "127.0.0.1", faults: str = "emulated") -> RunResult:
     if out_dir is not None and (refusal := out_dir_refusal(Path(out_dir))) is not None:
         _input_error(refusal)  # before the run's header: nothing runs
+    out_dir = Path(out_dir) if out_dir is not None else default_run_dir(sc)
+    interrupts.record_into(out_dir, "the run", complete_when="summary.json")
     out.print(f"[bold]{sc.name}[/]  seed={sc.seed}  runtime={sc.runtime}  steps={len(sc.steps)}", highlight=False)
     try:
         with out.status("running…") as status:
@@ -223,6 +225,7 @@ def campaign(campaign_file: str, out_dir: Path | None, parallel: int | None, add
         _input_error(f"{campaign_file}: {refusal}")
     target = out_dir if out_dir is not None else default_out(loaded)
     _refuse_unusable_out(target)
+    interrupts.record_into(target, "the campaign", complete_when="summary.json")
     if parallel != 0:  # 0: every run in this process, without Ray
         _refuse_unreachable_ray(address)
     if faults == "kernel":
@@ -267,6 +270,8 @@ def demo(runtime: str, address: str | None, out_dir: Path | None, analyze_too: b
         _refuse_unreachable_ray(address)
     if faults == "kernel":
         _refuse_hosts_without_kernel_faults(address)
+    out_dir = out_dir if out_dir is not None else demo_mod.default_root()
+    interrupts.record_into(out_dir, "the two runs")
     out.print(f"[bold]Last Replica Standing[/] (KIP-966) under acks=all load on page-cache storage, ELR on vs off  runtime={runtime}", highlight=False)
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[step]}"), TimeElapsedColumn())
     with Progress(*columns, console=out) as progress:
@@ -327,6 +332,7 @@ def analyze(run_dir: Path, out_dir: Path | None, engine: str, address: str | Non
 
     out_dir = out_dir if out_dir is not None else run_dir / "analysis"
     _refuse_unusable_out(out_dir)
+    interrupts.record_into(out_dir, "the analysis", complete_when="checks.json")
     if engine == "raydp":
         _refuse_unreachable_ray(address)
     try:

@@ -97,6 +97,11 @@ def problems(summary: dict[str, Any]) -> list[str]:
     return out
 
 
+def default_root() -> Path:
+    """Where the demo's two runs go without `--out`: `runs/demo-<local time>/`."""
+    return DEFAULT_RUNS_ROOT / f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
 def run_demo(
     *,
     runtime: str = "ray",
@@ -112,7 +117,7 @@ def run_demo(
     metrics live, the first variant's on that port and the second's on the next one (0: any free
     ports); each URL goes to `on_metrics_url(variant, url)`. `faults`: the Ray runs' fault backend."""
     scenarios = [(variant, name, load_scenario(name, runtime=runtime)[0]) for variant, name in VARIANTS]
-    root = Path(out_root) if out_root is not None else DEFAULT_RUNS_ROOT / f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
+    root = Path(out_root) if out_root is not None else default_root()
     if runtime == "ray":
         from actors.runtime.ray import adapter  # Ray is only loaded when used
 
@@ -137,21 +142,19 @@ def run_demo(
         futures = [pool.submit(one, i, *v) for i, v in enumerate(scenarios)]
         try:
             return [f.result() for f in futures]
-        except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM reach the main thread only
-            _stop_both(futures, exc, root)
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM reach the main thread only
+            _stop_both(futures)
             raise
 
 
-def _stop_both(futures: list[Future], exc: KeyboardInterrupt, root: Path) -> None:
+def _stop_both(futures: list[Future]) -> None:
     """Stop both runs now, not when their steps end (the pool's exit would wait for them): each
     run's thread stops at its next poll (`interrupts.Abandoned`) and keeps, as an interrupted
     `kraftlab run` does, what it recorded in its folder with `interrupted.txt`; the simulator's
-    runs stop between two steps. The command then says where (`kept_in`), unless both runs had
-    finished anyway (each with its summary.json)."""
+    runs stop between two steps. A run already past its epilogue ends complete, with its
+    summary.json. The command says where both are (the demo's folder, `interrupts.record_into`)."""
     interrupts.abandon_runs()
     wait(futures)
-    if any(isinstance(f.exception(), KeyboardInterrupt) for f in futures):
-        exc.kept_in = root  # type: ignore[attr-defined]
 
 
 def analyze_demo(rows: list[DemoRow], engine: str, address: str | None = None, spark=None) -> list[DemoRow]:

@@ -204,36 +204,13 @@ def _run_scenario(
     final_dir.parent.mkdir(parents=True, exist_ok=True)
     work_dir = final_dir.with_name(f".{final_dir.name}.partial-{os.getpid()}")
     shutil.rmtree(work_dir, ignore_errors=True)
-    work_dir.mkdir(parents=True)
 
-    # A Ray run's clock starts once Ray is up (its cluster's `epoch_s` is taken then): metrics.om
-    # stamps `time_ms` from here, so its samples line up with the wall clock.
-    started_at = time.time()
-    events = HistoryWriter(work_dir / "events")
-    availability = AvailabilityTracker()
-    # metrics.om: simulated time from a fixed base (two runs of a seed give the same file), a Ray
-    # run's from its wall-clock start. Records lost are read from the cluster view, once it exists.
-    metrics = recorder_for(
-        work_dir / "metrics.om", tuple(f"c{i}" for i in range(1, scenario.cluster.controllers + 1)), scenario.cluster.brokers,
-        SIM_EPOCH_S if scenario.runtime == "sim" else started_at)
-    metrics_sink: Callable[[Any], None] = metrics
-    server = None
-    if metrics_port is not None:
-        # The scrape thread reads the model while the driver feeds it: one lock for both.
-        lock = threading.Lock()
-        metrics_sink = LockedSink(metrics, lock)
-        try:
-            server = serve(metrics.model, lock, metrics_host, metrics_port)
-        except OSError as exc:  # taken since the check above
-            shutil.rmtree(work_dir, ignore_errors=True)
-            raise RunSetupError(_unservable(metrics_host, metrics_port, exc)) from None
-        if on_metrics_url is not None:
-            on_metrics_url(f"http://{metrics_host}:{server.server_port}/metrics")
     failures: list[Failure] = []
     error: str | None = None
     runtime = None
     steps = None
     at_end = None
+    events = metrics = server = None
     closed = False
 
     def close_everything() -> None:
@@ -244,8 +221,10 @@ def _run_scenario(
             return
         closed = True
         try:
-            events.close()
-            metrics.close(runtime.now_ms if runtime is not None else 0.0)
+            if events is not None:
+                events.close()
+            if metrics is not None:
+                metrics.close(runtime.now_ms if runtime is not None else 0.0)
         finally:
             if server is not None:
                 server.shutdown()
@@ -253,7 +232,33 @@ def _run_scenario(
             if runtime is not None and hasattr(runtime, "close"):
                 runtime.close()
 
+    # From the folder's creation on, the run ends in one of two ways: renamed into place complete
+    # (summary.json), or kept interrupted (interrupted.txt); never a `.partial-` folder left behind.
     try:
+        with interrupts.deferred():  # the folder and its writers come into being together
+            work_dir.mkdir(parents=True)
+            # A Ray run's clock starts once Ray is up (its cluster's `epoch_s` is taken then):
+            # metrics.om stamps `time_ms` from here, so its samples line up with the wall clock.
+            started_at = time.time()
+            events = HistoryWriter(work_dir / "events")
+            availability = AvailabilityTracker()
+            # metrics.om: simulated time from a fixed base (two runs of a seed give the same
+            # file), a Ray run's from its wall-clock start. Records lost are read from the cluster
+            # view, once it exists.
+            metrics = recorder_for(
+                work_dir / "metrics.om", tuple(f"c{i}" for i in range(1, scenario.cluster.controllers + 1)), scenario.cluster.brokers,
+                SIM_EPOCH_S if scenario.runtime == "sim" else started_at)
+            metrics_sink: Callable[[Any], None] = metrics
+            if metrics_port is not None:
+                # The scrape thread reads the model while the driver feeds it: one lock for both.
+                lock = threading.Lock()
+                metrics_sink = LockedSink(metrics, lock)
+                try:
+                    server = serve(metrics.model, lock, metrics_host, metrics_port)
+                except OSError as exc:  # taken since the check above
+                    raise RunSetupError(_unservable(metrics_host, metrics_port, exc)) from None
+        if server is not None and on_metrics_url is not None:
+            on_metrics_url(f"http://{metrics_host}:{server.server_port}/metrics")
         try:
             runtime = build_cluster(scenario, [events, availability, metrics_sink], address, faults)
             metrics.model.lost.view = runtime.view()
@@ -278,25 +283,28 @@ def _run_scenario(
             summary = build_summary(scenario, runtime, failures, wall_s, replay_command(source, scenario, overrides, faults), availability, at_end)
         finally:
             close_everything()
+        # The last moment a run in a thread of its own (`kraftlab demo`'s) can be abandoned: past
+        # it, the run is complete.
+        interrupts.raise_if_abandoned()
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM (actors/runtime/interrupts.py)
         _keep_interrupted(work_dir, final_dir, scenario, steps, time.perf_counter() - started, exc, close_everything)
-        exc.kept_in = final_dir  # type: ignore[attr-defined]  # the command says where
         raise
     except BaseException:
         close_everything()
         shutil.rmtree(work_dir, ignore_errors=True)
         raise
-    if scenario.runtime == "ray":  # also when the cluster never came up: Ray's logs tell why
-        from actors.runtime.ray import adapter  # Ray is only loaded when used
+    with interrupts.deferred():  # a signal now waits until the complete run is in place
+        if scenario.runtime == "ray":  # also when the cluster never came up: Ray's logs tell why
+            from actors.runtime.ray import adapter  # Ray is only loaded when used
 
-        adapter.copy_embedded_logs(work_dir / "ray", logs_since)
-    (work_dir / "scenario.yaml").write_text(yaml.safe_dump(scenario.model_dump(by_alias=True), sort_keys=False))
-    if error is not None:
-        (work_dir / "error.txt").write_text(error)
-    (work_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    # Onto the empty folder itself (a rename replaces an empty directory at once): removing it
-    # first would free the name for another run's reservation in between.
-    os.replace(work_dir, final_dir)
+            adapter.copy_embedded_logs(work_dir / "ray", logs_since)
+        (work_dir / "scenario.yaml").write_text(yaml.safe_dump(scenario.model_dump(by_alias=True), sort_keys=False))
+        if error is not None:
+            (work_dir / "error.txt").write_text(error)
+        (work_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        # Onto the empty folder itself (a rename replaces an empty directory at once): removing it
+        # first would free the name for another run's reservation in between.
+        os.replace(work_dir, final_dir)
     return RunResult(summary, final_dir)
 
 
@@ -310,6 +318,8 @@ def _keep_interrupted(work_dir: Path, final_dir: Path, scenario: Scenario, steps
     folder put in place with its scenario and `interrupted.txt` instead of a summary (there is no
     verdict: `kraftlab analyze` finds the history without a final read, valid "unknown"). A
     second Ctrl-C during this clean-up abandons the folder instead."""
+    if not work_dir.is_dir():  # stopped before the folder was made: nothing was recorded
+        return
     try:
         close_everything()
         (work_dir / "scenario.yaml").write_text(yaml.safe_dump(scenario.model_dump(by_alias=True), sort_keys=False))

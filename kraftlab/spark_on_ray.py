@@ -18,7 +18,7 @@ from pathlib import Path
 
 from actors.runtime import interrupts
 from actors.runtime.ray import adapter
-from observability.analysis.session import APP_NAME, console_to_file, python_for_workers, quiet_py4j, spark_conf
+from observability.analysis.session import APP_NAME, console_to_file, own_sigint_handler, python_for_workers, quiet_py4j, spark_conf
 
 EXECUTORS = 1
 EXECUTOR_CORES = 2  # Spark's task slots in the executor
@@ -45,14 +45,14 @@ def start(log_dir: Path, address: str | None = None):
     # RayDP 1.6.5 reaches for Ray's deprecated `ray.worker.global_worker`: Ray warns on every use.
     # The behaviour was verified with the pinned versions (pyproject.toml); the warning says nothing
     # to a user of `kraftlab analyze`.
-    with warnings.catch_warnings(), console_to_file(Path(log_dir)):
+    with warnings.catch_warnings(), console_to_file(Path(log_dir)), own_sigint_handler():
         warnings.simplefilter("ignore")
         logging.getLogger("ray").setLevel(logging.ERROR)
         configs = {**spark_conf(Path(log_dir)), "spark.ray.actor.resource.cpu": str(EXECUTOR_RAY_CPUS),
                    EXECUTOR_RESOURCE_PREFIX + adapter.this_node_resource(): str(THIS_NODE_SHARE)}
         spark = raydp.init_spark(APP_NAME, num_executors=EXECUTORS, executor_cores=EXECUTOR_CORES,
                                  executor_memory=EXECUTOR_MEMORY, configs=configs)
-    interrupts.reclaim()  # PySpark's SIGINT handler calls into the JVM the same Ctrl-C kills
+    interrupts.reclaim()  # what ray.init or RayDP may have taken of SIGTERM's
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 

@@ -18,6 +18,10 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -31,27 +35,92 @@ class Abandoned(KeyboardInterrupt):
     the first Ctrl-C, a campaign's `runtime: ray` runs on a second one (the first waits for them)."""
 
 
+@dataclass(frozen=True)
+class Output:
+    """Where a command keeps what it records (`record_into`), for the line it ends with when a
+    signal stops it. `who` names the recorder ("the run"); `complete_when` is the file that is
+    there only once the output is complete (a run's summary.json), if any."""
+
+    path: Path
+    who: str
+    complete_when: str | None = None
+
+    def stopped_line(self) -> str:
+        """What the user is told about the output when the command is stopped."""
+        if not self.path.is_dir() or not any(self.path.iterdir()):
+            return "nothing was recorded yet"
+        line = f"what {self.who} recorded until then is in {self.path}"
+        if self.complete_when is not None and not (self.path / self.complete_when).exists():
+            line += f" (no {self.complete_when})"
+        return line
+
+
 _installed = False
 _abandon = threading.Event()
 received: int | None = None  # the first signal received (SIGINT or SIGTERM), once installed
+_output: Output | None = None  # the command's output, once the command named it (main thread)
+# While the main thread is in a `deferred` section, a signal is noted here and raised at its end.
+_deferring = 0
+_pending: int | None = None
 
 
 def _on_signal(signum: int, _frame: Any) -> None:
-    global received
+    global received, _pending
     if received is None:
         received = signum
     # Ray reports the failed calls of the actors being stopped ("Unhandled error ... killed by
     # ray.kill"): expected now, and not the user's to read.
     os.environ["RAY_IGNORE_UNHANDLED_ERRORS"] = "1"
-    raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+    if _deferring:
+        _pending = signum
+        return
+    raise _as_exception(signum)
+
+
+def _as_exception(signum: int) -> KeyboardInterrupt:
+    return Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """A section that a signal must not cut in two (a run's folder completed and renamed into
+    place: half of it would be neither a finished run nor an interrupted one). In the main thread,
+    a signal received meanwhile is raised as the section ends; in another thread (which signals
+    never reach) the section is plain."""
+    global _deferring, _pending
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _deferring += 1
+    try:
+        yield
+    finally:
+        _deferring -= 1
+        if not _deferring and _pending is not None:
+            signum, _pending = _pending, None
+            raise _as_exception(signum)
+
+
+def record_into(path: Path, who: str, complete_when: str | None = None) -> None:
+    """Name where the command keeps what it records (`Output`), so that a signal ending it at any
+    moment, before, during or after the work, says where that is. The command names it, not the
+    runs inside it: a campaign's, a demo's, are in the command's folder."""
+    global _output
+    _output = Output(Path(path), who, complete_when)
+
+
+def output() -> Output | None:
+    """The command's output, as `record_into` named it (None: the command records nothing)."""
+    return _output
 
 
 def install() -> None:
-    """Take SIGINT and SIGTERM (main thread only), and have any Ray started from here skip the
-    node's SIGTERM drain (meant for a long-lived cluster's node, not a command's embedded one) and
-    never start a Ray of its own from a Ray call made after the command's Ray is shut down (a run
-    thread still going while the command exits)."""
-    global _installed
+    """At a command's start: take SIGINT and SIGTERM (main thread only), and have any Ray started
+    from here skip the node's SIGTERM drain (meant for a long-lived cluster's node, not a command's
+    embedded one) and never start a Ray of its own from a Ray call made after the command's Ray is
+    shut down (a run thread still going while the command exits)."""
+    global _installed, _output
+    _output = None  # a command run before in this process (tests) named its own
     os.environ.setdefault("RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S", "0")
     os.environ.setdefault("RAY_ENABLE_AUTO_CONNECT", "0")
     _installed = True
@@ -88,7 +157,7 @@ def interrupted() -> bool:
 
 def as_exception() -> KeyboardInterrupt:
     """The signal received, as the exception its handler raises."""
-    return Terminated() if received == signal.SIGTERM else KeyboardInterrupt()
+    return _as_exception(received if received is not None else signal.SIGINT)
 
 
 def abandon_runs() -> None:

@@ -92,7 +92,7 @@ def execute_campaign(campaign: Campaign, out: Path, *, parallel: int | None, add
         try:
             progress = orchestrate.run_campaign(campaign, out, make_executor, on_start=on_start, on_row=on_row, on_stopping=on_stopping)
         except KeyboardInterrupt:
-            console.print(f"[yellow]interrupted[/]: the finished runs are in {out / orchestrate.LOG_NAME}; "
+            console.print(f"[yellow]interrupted[/]: every finished run is recorded in {out / orchestrate.LOG_NAME}; "
                           "run the same command again to run only what is missing", highlight=False)
             raise
     minimal = minimize_signatures(campaign, out, progress.tally, console, minimize_budget, parallel, address)

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 SHUFFLE_PARTITIONS = 4
 APP_NAME = "kraftlab-analyze"
@@ -120,13 +120,31 @@ def start_local(log_dir: Path):
 
 @contextmanager
 def own_sigint_handler() -> Iterator[None]:
-    """Keep the process's SIGINT handler across Spark's start: PySpark's own calls into the JVM to
-    cancel its jobs, and on Ctrl-C the JVM (in the same process group) is dying too, so it failed
-    with py4j tracebacks instead of a KeyboardInterrupt."""
-    main = threading.current_thread() is threading.main_thread()
-    previous = signal.getsignal(signal.SIGINT) if main else None
+    """Keep the process's SIGINT handler in force while Spark starts. PySpark's SparkContext
+    installs a handler of its own as it starts, which calls into the JVM to cancel the jobs; a
+    Ctrl-C while the session was still being made then ran that handler instead of the command's,
+    and the command never learnt of the signal: py4j turned the interrupted call into an error, and
+    the command ended with a traceback and exit 1 (seen on a loaded machine). So, for the start,
+    PySpark's `signal.signal(SIGINT, ...)` is not carried out; its other signal calls are."""
+    import pyspark.context as context
+
+    if threading.current_thread() is not threading.main_thread():
+        yield  # PySpark installs no handler outside the main thread
+        return
+    real = context.signal
+
+    class KeepSigint:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real, name)
+
+        @staticmethod
+        def signal(signum: int, handler: Any) -> Any:
+            if signum == real.SIGINT:
+                return real.getsignal(signum)
+            return real.signal(signum, handler)
+
+    context.signal = KeepSigint()  # type: ignore[assignment]
     try:
         yield
     finally:
-        if main and previous is not None:
-            signal.signal(signal.SIGINT, previous)
+        context.signal = real

@@ -10,10 +10,12 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 import yaml
 
 from workloads.campaign.generate import plan_run
@@ -112,18 +114,44 @@ def test_an_interrupted_campaign_keeps_its_finished_runs_and_resumes(tmp_path):
     assert sorted(json.loads(line)["run"] for line in log.read_text().splitlines()) == ["c0-s0", "c0-s1", "c0-s2"]
 
 
-def test_an_interrupted_demo_stops_both_simulated_runs_between_steps(tmp_path):
-    """`kraftlab demo` runs its two scenarios in threads of its own, which the signal does not
-    reach: Ctrl-C abandons them, and a simulated run stops before its next step, its folder saying
-    it was interrupted; neither runs every step to the end."""
+def test_an_interrupted_demo_says_where_its_two_runs_are(tmp_path):
+    """Ctrl-C while `kraftlab demo`'s two runs go on, each in a thread of its own that the signal
+    does not reach: the command abandons them and says where they are, whatever moment the signal
+    lands. A run already past its epilogue when the signal came ends complete; every other one is
+    kept interrupted. (That the runs stop between steps, not at their end, is shown without a
+    signal's timing below.)"""
     out = tmp_path / "demo"
     proc = start(["demo", "--runtime", "sim", "--no-analyze", "--out", str(out)], tmp_path)
     # Both runs under way, each with its folder being written (kraftlab/runner.py's `.partial-`).
     partial = lambda: len([p for p in out.iterdir() if ".partial-" in p.name]) == 2 if out.is_dir() else False  # noqa: E731
     code, err = signal_when(proc, partial, signal.SIGINT)
     assert code == 130, err
-    assert f"is in {out}" in err and "Traceback" not in err, err
+    assert f"stopped; what the two runs recorded until then is in {out}" in err and "Traceback" not in err, err
     for name in ("last-replica-standing-load", "last-replica-standing-load-no-elr"):
         kept = {p.name for p in (out / name).iterdir()}
-        assert {"events", "interrupted.txt", "scenario.yaml"} <= kept and "summary.json" not in kept, (name, kept)
+        assert {"events", "scenario.yaml"} <= kept, (name, kept)
+        assert ("interrupted.txt" in kept) != ("summary.json" in kept), (name, kept)  # interrupted or complete, never both
     assert not [p for p in out.iterdir() if ".partial-" in p.name]
+
+
+def test_abandoned_demo_runs_stop_before_their_next_step(tmp_path, monkeypatch):
+    """What the demo does on Ctrl-C, at a moment chosen by the test: both runs are held at step 3
+    until both are there, then abandoned (`interrupts.abandon_runs`, the demo's answer to the
+    signal). Each runs step 3, stops before step 4 and keeps its folder with `interrupted.txt`, no summary."""
+    from actors.runtime import interrupts
+    from kraftlab import demo
+
+    monkeypatch.setattr(interrupts, "_abandon", type(interrupts._abandon)())
+    both_at_step_3 = threading.Barrier(2, action=interrupts.abandon_runs)
+
+    def on_progress(variant: str, index: int, steps: int, kind: str) -> None:
+        if index == 3:
+            both_at_step_3.wait(timeout=120)
+
+    with pytest.raises(interrupts.Abandoned):
+        demo.run_demo(runtime="sim", out_root=tmp_path, on_progress=on_progress)
+    for _, name in demo.VARIANTS:
+        kept = {p.name for p in (tmp_path / name).iterdir()}
+        assert {"events", "interrupted.txt", "scenario.yaml"} <= kept and "summary.json" not in kept, (name, kept)
+        assert "at step 4," in (tmp_path / name / "interrupted.txt").read_text()  # step 3 ran; 4 never began
+    assert not [p for p in tmp_path.iterdir() if ".partial-" in p.name]

@@ -136,15 +136,16 @@ def test_a_kernel_partition_cuts_the_data_plane_and_leaves_ray_up(cluster):
     assert all(address not in hosts for address, _ in probe["addresses"].values())
     assert len({address for address, _ in probe["addresses"].values()}) == len(probe["addresses"])
     # While isolated: the run's table is in every host's packet filter; past what was in flight,
-    # no frame reaches b3, and b3's own sends break (its connections time out); the driver's Ray
-    # calls to b3 answered throughout (the counters were read through them).
+    # b3's own sends break (its connections time out) and meanwhile no frame reaches b3; the
+    # driver's Ray calls to b3 answered throughout (the counters were read through them).
     assert probe["tables_during"] == [True] * HOSTS
-    assert probe["isolated_at_7s"]["frames_received"] == probe["isolated_at_1s"]["frames_received"]
-    assert probe["isolated_at_7s"]["dropped"] > probe["isolated_at_1s"]["dropped"]
+    broke = probe["isolated_until_a_send_broke"]
+    assert broke["dropped"] > probe["isolated"]["dropped"], f"no send of b3's broke within {probe['bound_ms']} ms"
+    assert broke["frames_received"] == probe["isolated"]["frames_received"]
     # Healed: frames reach b3 again. Closed: the table is gone from every host.
-    assert probe["healed_at_3s"]["frames_received"] > probe["isolated_at_7s"]["frames_received"]
+    assert probe["healed"]["frames_received"] > broke["frames_received"]
     # Cut from b1 alone, b3 still hears from the others (the controller, b2).
-    assert probe["partitioned_from_b1_at_4s"]["frames_received"] > probe["healed_at_3s"]["frames_received"]
+    assert probe["partitioned_from_b1"]["frames_received"] > probe["healed"]["frames_received"]
     assert probe["tables_after"] == [False] * HOSTS
 
 

@@ -86,3 +86,36 @@ def test_a_taken_metrics_port_is_refused_before_ray_starts(tmp_path):
     assert f"--metrics-port {port}" in result.output and "cannot serve metrics there" in result.output
     assert not ray.is_initialized() and not (tmp_path / "r").exists()
     assert not [p for p in os.listdir(tmp_path) if "partial" in p]
+
+
+DEFERRED = """
+import os, signal
+from actors.runtime import interrupts
+interrupts.install()
+try:
+    with interrupts.deferred():
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(1000):  # bytecodes at which an undeferred handler would have raised
+            pass
+        print("the section ran to its end")
+except KeyboardInterrupt as exc:
+    print(type(exc).__name__, interrupts.exit_code(exc))
+"""
+
+
+def test_a_signal_in_a_deferred_section_is_raised_as_it_ends():
+    """A run's folder is completed and renamed in such a section: never half of it."""
+    out = subprocess.run([sys.executable, "-c", DEFERRED], capture_output=True, text=True, timeout=60, check=True).stdout.split("\n")
+    assert out[:2] == ["the section ran to its end", "Terminated 143"]
+
+
+def test_the_stopped_line_says_where_the_output_is_and_whether_it_is_complete(tmp_path):
+    run = tmp_path / "run"
+    output = interrupts.Output(run, "the run", complete_when="summary.json")
+    assert output.stopped_line() == "nothing was recorded yet"
+    run.mkdir()  # `runs/<name>-<seed>-<time>/` is reserved, empty, before the run starts
+    assert output.stopped_line() == "nothing was recorded yet"
+    (run / "interrupted.txt").write_text("interrupted")
+    assert output.stopped_line() == f"what the run recorded until then is in {run} (no summary.json)"
+    (run / "summary.json").write_text("{}")
+    assert output.stopped_line() == f"what the run recorded until then is in {run}"
