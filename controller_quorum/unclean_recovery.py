@@ -102,19 +102,28 @@ def choose_leader(
     return max(valid, key=lambda b: (valid[b].last_epoch, valid[b].log_end_offset, -candidates.index(b)))
 
 def recovered_partition(part: PartitionRecord, leader: int, strategy: str) -> PartitionRecord:
+    """The recovered leader leads alone, RECOVERING. The LastKnownELR keeps its other members under
+    the KIP's design (balanced, aggressive): "the LastKnownELR is cleaned when ISR reaches the Min
+    ISR as all completeness guarantees are lost" (the KIP-966 document, Balanced mode), so that a
+    later recovery, should the new leader lose its log in turn, still inspects the logs of the
+    replicas that may hold what it lacks (cleared here, a leader that lost its log in a crash was
+    elected again while a member with every record was up: found by the swarm campaigns). Shipped
+    Kafka's last_known_leader strategy clears it once the partition has a leader."""
+    strategy = normalize_strategy(strategy)
+    kept = () if strategy == LAST_KNOWN_LEADER else tuple(b for b in part.last_known_elr if b != leader)
     return replace(
         part,
         leader=leader,
         isr=(leader,),
         elr=(),
-        last_known_elr=(),
+        last_known_elr=kept,
         leader_epoch=part.leader_epoch + 1,
         partition_epoch=part.partition_epoch + 1,
         leader_recovery_state=RECOVERING,
-        reason=f"unclean_recovery_{normalize_strategy(strategy)}",
+        reason=f"unclean_recovery_{strategy}",
         # An unclean election either way; the last_known_leader strategy's has a kind of its own
         # (the documented election kinds): it elects without inspecting logs.
-        election="last_known_leader" if normalize_strategy(strategy) == LAST_KNOWN_LEADER else "unclean",
+        election="last_known_leader" if strategy == LAST_KNOWN_LEADER else "unclean",
     )
 
 

@@ -199,12 +199,19 @@ def _library_table(library: dict[str, Path]) -> Table:
 @click.option("--address", default=None, help="Ray cluster to run on; default RAY_ADDRESS, else an embedded local Ray.")
 @click.option("--print-schedule", "print_seed", type=click.IntRange(min=0), default=None, metavar="SEED",
               help="Print the load and fault schedule SEED draws (first cell), and run nothing.")
+@click.option("--seeds", "seed_count", type=click.IntRange(min=1), default=None, metavar="N",
+              help="How many seeds each cell runs, replacing the file's `seeds` (from --first-seed, or the file's first).")
+@click.option("--first-seed", type=click.IntRange(min=0), default=None, metavar="K",
+              help="The first seed (default: the file's first, 0 for `seeds: N`); with the file's count unless --seeds.")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Override a scenario key in every run (as `kraftlab run --set`; it joins the file's `set`).")
 @click.option("--minimize-budget", type=click.IntRange(min=0), default=40, show_default=True, help="Most candidate runs per failure signature when minimizing.")
 @click.option("--keep-runs", type=click.Choice(["all", "failures"]), default="all", show_default=True,
               help="failures: remove the history and metrics of runs that found nothing (their scenario, summary and results row stay).")
 @FAULTS_OPTION
-def campaign(campaign_file: str, out_dir: Path | None, parallel: int | None, address: str | None, print_seed: int | None, minimize_budget: int,
-             keep_runs: str, faults: str) -> None:
+def campaign(campaign_file: str, out_dir: Path | None, parallel: int | None, address: str | None, print_seed: int | None,
+             seed_count: int | None, first_seed: int | None, overrides: tuple[str, ...], minimize_budget: int, keep_runs: str,
+             faults: str) -> None:
     """Run CAMPAIGN (a file, or a name from `kraftlab campaigns`): its matrix × seeds, with faults and
     load drawn from each seed; resumable with the same --out."""
     from kraftlab.campaign.command import execute_campaign, kernel_faults_refusal, print_summary
@@ -213,7 +220,7 @@ def campaign(campaign_file: str, out_dir: Path | None, parallel: int | None, add
     from workloads.campaign.spec import CampaignError, load_campaign
 
     try:
-        loaded = load_campaign(campaign_file)
+        loaded = load_campaign(campaign_file, seeds=seed_count, first_seed=first_seed, overrides=overrides)
         check_every_cell(loaded)
     except CampaignError as exc:
         _input_error(str(exc))
@@ -223,7 +230,7 @@ def campaign(campaign_file: str, out_dir: Path | None, parallel: int | None, add
         return
     if faults == "kernel" and (refusal := kernel_faults_refusal(loaded)) is not None:
         _input_error(f"{campaign_file}: {refusal}")
-    target = out_dir if out_dir is not None else default_out(loaded)
+    target = out_dir if out_dir is not None else default_out(loaded, seed_count is not None or first_seed is not None, overrides)
     _refuse_unusable_out(target)
     interrupts.record_into(target, "the campaign", complete_when="summary.json")
     if parallel != 0:  # 0: every run in this process, without Ray

@@ -33,7 +33,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from actors.runtime import interrupts
 from actors.runtime.gc_tuning import release_finished_run, tune_for_event_streams
@@ -44,6 +43,7 @@ from observability.metrics.openmetrics import SIM_EPOCH_S, recorder_for
 from observability.metrics.serve import LockedSink, serve
 from observability.states import plain
 from workloads.drivers import build_cluster
+from workloads.scenario.loading import dump_scenario
 from workloads.scenario.schema import Scenario
 from workloads.steps import Failure, StepRunner
 
@@ -298,7 +298,7 @@ def _run_scenario(
             from actors.runtime.ray import adapter  # Ray is only loaded when used
 
             adapter.copy_embedded_logs(work_dir / "ray", logs_since)
-        (work_dir / "scenario.yaml").write_text(yaml.safe_dump(scenario.model_dump(by_alias=True), sort_keys=False))
+        (work_dir / "scenario.yaml").write_text(dump_scenario(scenario.model_dump(by_alias=True)))
         if error is not None:
             (work_dir / "error.txt").write_text(error)
         (work_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
@@ -322,7 +322,7 @@ def _keep_interrupted(work_dir: Path, final_dir: Path, scenario: Scenario, steps
         return
     try:
         close_everything()
-        (work_dir / "scenario.yaml").write_text(yaml.safe_dump(scenario.model_dump(by_alias=True), sort_keys=False))
+        (work_dir / "scenario.yaml").write_text(dump_scenario(scenario.model_dump(by_alias=True)))
         what = "SIGTERM" if interrupts.terminated(exc) else "Ctrl-C (SIGINT)"
         at_step = steps.current if steps is not None else -1
         (work_dir / INTERRUPTED_FILE).write_text(

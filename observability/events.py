@@ -125,6 +125,9 @@ COLUMN_TYPES: dict[str, str] = {
     # faults, processes, the driver
     "fault": "string",
     "target": "string",
+    "fired": "bool",
+    "waited_ms": "float64",
+    "idempotent": "bool",
     "drop": "float64",
     "delay_ms": "float64",
     "backend": "string",
@@ -448,17 +451,27 @@ FAULT_TARGET_SEPARATORS = r"\||,|->"
 def fault_undone_by(fault: str, target: str, later_fault: str, later_target: str) -> bool:
     """Whether a later `fault` row ends an active fault, the rule every reader of fault windows
     shares (windows.py says it in Spark): a node fault ends at `restart` of the same node; a network
-    fault at `heal` of `all` or of any node its target names, since healing a node removes every
-    network fault touching it (a partition healed for one of its nodes counts as ended)."""
+    fault at `heal` of `all`, of any node its target names, since healing a node removes every
+    network fault touching it (a partition healed for one of its nodes counts as ended), or of that
+    fault alone (`undone_target`: a generated schedule's `undo`)."""
     if fault in RESTART_ENDED_FAULTS:
         return later_fault == "restart" and later_target == target
-    return later_fault == "heal" and (later_target == "all" or later_target in re.split(FAULT_TARGET_SEPARATORS, target))
+    return later_fault == "heal" and (later_target in ("all", undone_target(fault, target))
+                                      or later_target in re.split(FAULT_TARGET_SEPARATORS, target))
+
+
+def undone_target(fault: str, target: str) -> str:
+    """The `heal` row's target that ends one network fault and no other: `isolate:b2`,
+    `partition:b1,c1|b2,b3`, `link:b1->b2`."""
+    return f"{fault}:{target}"
 
 
 @event("fault")
 class Fault(NamedTuple):
     """A fault the driver applied (or undid): `target` is the node (`b2`), the groups of a
-    partition (`b1,c1|b2,b3`), the link (`b1->b2`, with `drop` and `delay_ms`), or `all` (heal);
+    partition (`b1,c1|b2,b3`), the link (`b1->b2`, with `drop` and `delay_ms`); for `heal`, `all`,
+    a node (every network fault touching it), or one fault exactly (`isolate:b2`,
+    `partition:b1,c1|b2,b3`, `link:b1->b2`: a generated schedule's `undo`);
     `backend` is what made it. `fail_log_dir`: the broker is the target and `dir` the directory
     (when it is directory 0 the broker halts: a `crash_process` row follows)."""
 
@@ -479,6 +492,13 @@ def partition_target(groups) -> str:
 
 def link_target(src: str, dst: str) -> str:
     return f"{src}->{dst}"
+
+
+def network_fault_target(fault: str, target: tuple) -> str:
+    """A network fault's `target` from what it names: (node,), (src, dst) or the groups."""
+    if fault == "isolate":
+        return target[0]
+    return link_target(*target) if fault == "link" else partition_target(target)
 
 
 @event("storage_flushed")
@@ -1028,6 +1048,9 @@ class LoadStarted(NamedTuple):
     rate_per_s: float | None
     partitions: int
     acks: str
+    # enable.idempotence: without it, a producer's retries may write a record twice, as Kafka's
+    # do (the campaigns' findings excuse those duplicates: kraftlab/campaign/outcome.py).
+    idempotent: bool | None = None
 
 
 @event("load_finished")
@@ -1074,6 +1097,27 @@ class BeyondTolerance(NamedTuple):
     topic: str
     partition: int
     candidates: tuple[int, ...]
+
+
+@event("fault_skipped")
+class FaultSkipped(NamedTuple):
+    """A `fault` step (a generated schedule's) that did not happen: its selector named nobody
+    when it ran (`target`, as written), or its node was already down (`detail` says which)."""
+
+    fault: str
+    target: str
+    detail: str
+
+
+@event("trigger")
+class Trigger(NamedTuple):
+    """A `trigger` step's end: whether the protocol state it waited for came (`fired`), after
+    `waited_ms`; `target` is its partition (empty for the cluster-wide states)."""
+
+    state: str
+    target: str
+    fired: bool
+    waited_ms: float
 
 
 @event("cluster_ready")

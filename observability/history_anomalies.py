@@ -22,6 +22,12 @@ same counts on the library's histories. Counts only, per anomaly name:
 A partition whose final read did not complete (`final_read_done` with `complete` false) is left
 out of every rule that reads the final read: its records would all look lost, and the analysis
 calls such a history's verdict unknown.
+
+Some of these are what Kafka's clients are promised may happen (`count_allowed`): a `lost-write` of
+a record acknowledged with acks 1 or 0 that no consumer read (the leader alone had it, and a leader
+change may drop it), and a `duplicate` of a record of a load producer without idempotence (a retry
+of a batch whose first attempt was appended). A campaign that says it allows them (its `allow`)
+excuses them (kraftlab/campaign/outcome.py); the counts above include them, as the analysis's do.
 """
 
 from __future__ import annotations
@@ -37,24 +43,32 @@ import pyarrow.parquet as pq
 from observability.anomaly_names import ANOMALY_NAMES
 from observability.history import SCHEMA, history_files
 
-KINDS = ("produce_ack", "consume", "final_read", "final_read_done", "consumer_seek", "consumer_done", "topic_deleted")
+KINDS = ("produce_ack", "consume", "final_read", "final_read_done", "consumer_seek", "consumer_done", "topic_deleted",
+         "load_started")
 COLUMNS = ("node", "incarnation", "node_seq", "producer", "sequence", "topic", "topic_id", "partition", "offset", "outcome",
-           "consumer", "poll", "complete")
+           "consumer", "poll", "complete", "acks", "idempotent")
 # The record-level kinds: rows of a deleted topic (by `topic_id`) are left out of every rule.
 RECORD_KINDS = ("produce_ack", "consume", "final_read")
 
 
 def count_anomalies(events_dir: Path) -> dict[str, int]:
     """Every anomaly name of the contract with its count in the run whose history is `events_dir`."""
+    return count_with_allowed(events_dir)[0]
+
+
+def count_with_allowed(events_dir: Path) -> tuple[dict[str, int], dict[str, int]]:
+    """`count_anomalies`, and of those counts the part Kafka's clients are promised may happen
+    (the module's docstring): `lost-write` and `duplicate` only."""
     by_kind = _rows_by_kind(events_dir)
     _leave_out_deleted_topics(by_kind)
     incomplete = {(r["topic"], r["partition"]) for r in by_kind["final_read_done"] if not r["complete"]}
     final = [r for r in by_kind["final_read"] if (r["topic"], r["partition"]) not in incomplete]
     counts = dict.fromkeys(ANOMALY_NAMES, 0)
-    counts.update(_record_anomalies(by_kind, final, incomplete))
+    records, allowed = _record_anomalies(by_kind, final, incomplete)
+    counts.update(records)
     counts["inconsistent-offsets"] = _inconsistent_offsets(by_kind["consume"], final, incomplete)
     counts.update(_poll_anomalies(by_kind, final))
-    return counts
+    return counts, allowed
 
 
 def _leave_out_deleted_topics(by_kind: dict[str, list[dict]]) -> None:
@@ -84,8 +98,9 @@ def _rows_by_kind(events_dir: Path) -> dict[str, list[dict]]:
     return by_kind
 
 
-def _record_anomalies(by_kind, final: list[dict], incomplete: set) -> dict[str, int]:
+def _record_anomalies(by_kind, final: list[dict], incomplete: set) -> tuple[dict[str, int], dict[str, int]]:
     acked, failed, read = set(), set(), set()
+    weakly_acked = set()  # acknowledged with acks 1 or 0: the leader's append, not the ISR's
     places: dict[tuple, set] = defaultdict(set)
     judged = set()  # identities seen outside the partitions whose final read did not complete
     for r in by_kind["produce_ack"]:
@@ -94,8 +109,11 @@ def _record_anomalies(by_kind, final: list[dict], incomplete: set) -> dict[str, 
             judged.add(identity)
         if r["outcome"] == "ok":
             acked.add(identity)
+            if r["acks"] != "all":
+                weakly_acked.add(identity)
         elif r["outcome"] == "fail":
             failed.add(identity)
+    retrying_producers = {r["node"] for r in by_kind["load_started"] if r["idempotent"] is False}
     read_places: dict[tuple, set] = defaultdict(set)
     for r in by_kind["consume"]:
         identity = (r["producer"], r["sequence"])
@@ -109,15 +127,20 @@ def _record_anomalies(by_kind, final: list[dict], incomplete: set) -> dict[str, 
         judged.add(identity)
     unseen_judged = _consumers_ran_to_the_end(by_kind, final)
     counts = dict.fromkeys(("lost-write", "duplicate", "uncommitted-read", "unseen", "aborted-read"), 0)
+    allowed = dict.fromkeys(("lost-write", "duplicate"), 0)
     for identity in judged:
         in_final = identity in places
         is_acked, is_read = identity in acked, identity in read
-        counts["lost-write"] += is_acked and not in_final
-        counts["duplicate"] += len(places.get(identity, set()) | read_places.get(identity, set())) > 1
+        lost = is_acked and not in_final
+        duplicate = len(places.get(identity, set()) | read_places.get(identity, set())) > 1
+        counts["lost-write"] += lost
+        counts["duplicate"] += duplicate
+        allowed["lost-write"] += lost and not is_read and identity in weakly_acked
+        allowed["duplicate"] += duplicate and identity[0] in retrying_producers
         counts["uncommitted-read"] += is_read and not in_final
         counts["unseen"] += unseen_judged and is_acked and in_final and not is_read
         counts["aborted-read"] += identity in failed and not is_acked and (in_final or is_read)
-    return counts
+    return counts, allowed
 
 
 def _consumers_ran_to_the_end(by_kind, final: list[dict]) -> bool:

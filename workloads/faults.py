@@ -17,7 +17,7 @@ from typing import Literal
 
 from actors.runtime.api import FaultAction  # the actions a driver carries out (actors/runtime/sim/faults.py)
 
-__all__ = ["FaultAction", "FaultKind", "FaultProfile", "FaultSchedule"]
+__all__ = ["FaultAction", "FaultKind", "FaultProfile", "FaultSchedule", "PlannedFault", "Trigger"]
 
 FaultKind = Literal["crash_os", "crash_process", "crash_disk", "isolate", "partition", "link", "slow"]
 FAULT_KINDS: tuple[str, ...] = FaultKind.__args__  # type: ignore[attr-defined]
@@ -36,15 +36,60 @@ class FaultProfile:
     slow_delay_ms: tuple[float, float] = (50.0, 2_000.0)
 
 
+@dataclass(frozen=True)
+class Trigger:
+    """The protocol state a fault waits for (the `trigger` step) from the schedule's action
+    before it on: the fault follows `window_ms` after the state, or comes at its time without it."""
+
+    state: str
+    partition: str | None
+    window_ms: float
+
+    def describe(self) -> str:
+        on = f" of {self.partition}" if self.partition else ""
+        return f"as soon as {self.state}{on} (+{self.window_ms:.0f} ms)"
+
+
+# The undo actions of a generated schedule's faults: `undo: ID` (that fault) or `undo: all`.
+UNDO_ONE, UNDO_ALL = "undo", "undo_all"
+
+
+@dataclass(frozen=True)
+class PlannedFault:
+    """One fault of a schedule and the action that undoes it: what a minimizer removes as one
+    (kraftlab/campaign/minimize.py). A fixed schedule's (workloads/faults.py) is made of plain
+    steps on named nodes, undone by `restart` or `heal`; a generated one's (a swarm's,
+    workloads/campaign/swarm.py) becomes a `fault` step, whose nodes may be selectors resolved when
+    it fires, undone by `undo`, and may wait for a protocol state first (`trigger`)."""
+
+    fault: FaultAction
+    undo: FaultAction
+    trigger: Trigger | None = None
+    # A generated lossy crash of a broker: how many such crashes the run may have made before it,
+    # past which it is a process crash (the `fault` step's `lossy_budget`); None: no limit.
+    lossy_budget: int | None = None
+
+    @property
+    def generated(self) -> bool:
+        return self.undo.action in (UNDO_ONE, UNDO_ALL)
+
+    def describe(self) -> list[str]:
+        """The fault's line (with its trigger) and its undoing's."""
+        first = self.fault.describe() + (f"  {self.trigger.describe()}" if self.trigger is not None else "")
+        if not self.generated:
+            return [first, self.undo.describe()]
+        what = "all" if self.undo.action == UNDO_ALL else (self.fault.nodes or self.fault.groups)
+        return [first, f"{self.undo.at_ms:>9.0f} ms  {'undo':<13s} {what}"]
+
+
 @dataclass
 class FaultSchedule:
     seed: int
     profile: FaultProfile
     nodes: tuple[str, ...]
     actions: list[FaultAction] = field(default_factory=list)
-    # Each fault as (its action, the action that undoes it), in the order drawn: what a minimizer
-    # removes one at a time (kraftlab/campaign/minimize.py).
-    faults: list[tuple[FaultAction, FaultAction]] = field(default_factory=list)
+    # Each fault with the action that undoes it, in the order drawn.
+    faults: list[PlannedFault] = field(default_factory=list)
 
     @classmethod
     def draw(cls, seed: int, nodes: Sequence[str], profile: FaultProfile) -> FaultSchedule:
@@ -89,7 +134,7 @@ class FaultSchedule:
 
     def _add(self, fault: FaultAction, undo: FaultAction) -> None:
         self.actions += [fault, undo]
-        self.faults.append((fault, undo))
+        self.faults.append(PlannedFault(fault, undo))
 
     def describe(self) -> str:
         lines = [f"fault schedule for seed {self.seed}: {len(self.actions)} actions over {self.profile.duration_ms:g} ms"]

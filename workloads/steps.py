@@ -16,12 +16,14 @@ from observability.states import UNKNOWN
 
 from .conditions import actual_values, describe_subject, holds, matches, mismatches, reported_from_now
 from .drivers import topic_settings
-from .scenario.names import split_partition_ref
+from .fault_steps import FaultSteps
+from .scenario.names import PARTITION_SELECTORS, split_partition_ref
 from .scenario.schema import Scenario
 from .scenario.step_spec import (
     CrashStep,
     ExpectStep,
     FailLogDirStep,
+    FaultStep,
     HealStep,
     IsolateStep,
     LinkStep,
@@ -29,6 +31,8 @@ from .scenario.step_spec import (
     RestartStep,
     ShutdownStep,
     StepBase,
+    TriggerStep,
+    UndoStep,
     WaitForStep,
     WaitStep,
 )
@@ -52,6 +56,8 @@ class StepRunner:
         self.runtime = runtime
         self.scenario = scenario
         self.current = -1  # index of the step being run (-1: before the first)
+        # A generated schedule's faults; every wait goes through it, so that armed faults fire.
+        self.faults = FaultSteps(runtime, self.resolve)
 
     def run(self, on_step=None) -> list[Failure]:
         for index, step in enumerate(self.scenario.steps):
@@ -73,12 +79,12 @@ class StepRunner:
         rt = self.runtime
         match step:
             case WaitStep(wait=ms):
-                rt.run_for(ms)
+                self.faults.run_for(ms)
             case WaitForStep(wait_for=cond):
                 view = rt.view()
                 # Also a committed state that came and went between two looks (committed_history.py).
                 reported = reported_from_now(rt.committed_states, cond)
-                if not rt.run_until(lambda: holds(cond, view) or reported(), cond.timeout_ms):
+                if not self.faults.run_until(lambda: holds(cond, view) or reported(), cond.timeout_ms):
                     raise StepFailed(
                         f"timed out after {cond.timeout_ms} ms waiting for {describe_subject(cond)}: "
                         + "; ".join(mismatches(cond, view))
@@ -111,13 +117,20 @@ class StepRunner:
                 rt.link(self.resolve(args.from_node), self.resolve(args.to_node), args.drop, args.delay_ms)
             case HealStep(heal=target):
                 rt.heal(None if target == "all" else self.resolve(target))
+            case FaultStep(fault=args):
+                self.faults.fault(args)
+            case UndoStep(undo=which):
+                self.faults.undo(which)
+            case TriggerStep(trigger=args):
+                self.faults.trigger(args)
             case _ if step.kind() in PROTOCOL_STEPS:
                 rt.protocol_step(step.kind(), protocol_command(step.kind(), step.args()))
             case _:
                 raise AssertionError(f"no handler for step {step.kind()!r}")
 
     def resolve(self, ref: str) -> str:
-        """A node name, or a selector resolved against the cluster as it is now (docs/reference)."""
+        """A node name, or a selector resolved against the cluster as it is now (docs/reference).
+        A selector that names nobody now raises StepFailed (a `fault` step skips instead)."""
         view = self.runtime.view()
         if ref == "controller-leader":
             leader = view.quorum().leader
@@ -130,20 +143,37 @@ class StepRunner:
             if not followers:
                 raise StepFailed(f"{ref}: no controller voter is a follower now")
             return f"c{followers[0]}"
-        if ref.startswith("partition-leader:") or ref.startswith("partition-follower:"):
-            selector, partition = ref.split(":", 1)
-            state = view.partition(partition)
-            if state is None:
-                raise StepFailed(f"{ref}: the state of partition {partition} is not known")
-            if selector == "partition-leader":
-                if state.leader is None:
-                    raise StepFailed(f"{ref}: partition {partition} has no leader now")
-                return f"b{state.leader}"
+        if ref == "fenced-broker":
+            fenced = sorted(b for b, state in view.brokers().items() if state.fenced is True)
+            if not fenced:
+                raise StepFailed(f"{ref}: no broker is fenced now")
+            return f"b{fenced[0]}"
+        selector, _, partition = ref.partition(":")
+        if selector in PARTITION_SELECTORS:
+            return f"b{self._partition_role(ref, selector, partition, view)}"
+        return ref
+
+    @staticmethod
+    def _partition_role(ref: str, selector: str, partition: str, view: Any) -> int:
+        state = view.partition(partition)
+        if state is None:
+            raise StepFailed(f"{ref}: the state of partition {partition} is not known")
+        if selector == "partition-leader":
+            if state.leader is None:
+                raise StepFailed(f"{ref}: partition {partition} has no leader now")
+            return state.leader
+        if selector == "partition-follower":
             followers = sorted(b for b in state.isr if b != state.leader)
             if not followers:
                 raise StepFailed(f"{ref}: partition {partition} has no in-sync follower now")
-            return f"b{followers[0]}"
-        return ref
+            return followers[0]
+        if selector == "partition-last-isr":
+            if len(state.isr) != 1:
+                raise StepFailed(f"{ref}: the ISR of partition {partition} is {sorted(state.isr)}, not one replica")
+            return state.isr[0]
+        if not state.elr:  # partition-elr
+            raise StepFailed(f"{ref}: partition {partition} has no eligible leader replica now")
+        return min(state.elr)
 
 
 def protocol_command(kind: str, args: Any) -> api.ProtocolCommand:

@@ -114,7 +114,7 @@ class LoadGeneration:
         self.load = self.last_load = plan
         self.linger_ms, self.batch_size = linger_ms, batch_size
         self.commands[plan.command_id] = CommandProgress(ProduceCommand(plan.command_id, "", 0, (), acks, idempotent, delivery_timeout_ms))
-        out.emit(LoadStarted(rate_per_s, len(partitions), ACKS_NAMES[acks]))
+        out.emit(LoadStarted(rate_per_s, len(partitions), ACKS_NAMES[acks], idempotent))
         self._generate(now_ms, out)
         return self._finish(out)
 

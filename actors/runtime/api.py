@@ -233,6 +233,11 @@ class ClusterRuntime(Protocol):
 
     def heal(self, node: str | None) -> None: ...
 
+    def undo_network_fault(self, fault: str, target: tuple[str, ...] | tuple[tuple[str, ...], ...]) -> None:
+        """End exactly one network fault: `isolate` of (node,), `link` of (src, dst), `partition` of
+        its groups; the history's `heal` row names it (`undone_target`)."""
+        ...
+
     # protocol-level steps (produce, consume, list_offsets, load, and the admin calls: ADMIN_STEPS)
     def protocol_step(self, kind: str, args: ProtocolCommand) -> None: ...
 

@@ -8,6 +8,7 @@ the same rules in every actor's send path.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
@@ -58,7 +59,9 @@ class NetworkFaults:
 
     def __init__(self) -> None:
         self._isolated: set[str] = set()
-        self._cut: set[tuple[str, str]] = set()
+        # Each cut directed link, with how many partitions in force cut it: undoing one partition
+        # (`unpartition`) leaves the links another one cuts too.
+        self._cut: Counter[tuple[str, str]] = Counter()
         self._links: dict[tuple[str, str], LinkFault] = {}
         self.active = False
 
@@ -80,8 +83,8 @@ class NetworkFaults:
             for b in groups[i + 1 :]:
                 for x in a:
                     for y in b:
-                        self._cut.add((x, y))
-                        self._cut.add((y, x))
+                        self._cut[(x, y)] += 1
+                        self._cut[(y, x)] += 1
         self._refresh()
 
     def link(self, src: str, dst: str, *, drop: float = 0.0, delay_ms: float = 0.0) -> None:
@@ -99,9 +102,44 @@ class NetworkFaults:
             self._links.clear()
         else:
             self._isolated.discard(node)
-            self._cut = {pair for pair in self._cut if node not in pair}
+            self._cut = Counter({pair: n for pair, n in self._cut.items() if node not in pair})
             self._links = {pair: f for pair, f in self._links.items() if node not in pair}
         self._refresh()
+
+    # --- undoing one fault exactly (a generated schedule's `undo`) --------------------------------
+
+    def unisolate(self, node: str) -> None:
+        """End `node`'s isolation, and nothing else."""
+        self._isolated.discard(node)
+        self._refresh()
+
+    def unpartition(self, groups: Iterable[Iterable[str]]) -> None:
+        """End the partition into `groups`: the links it cut, unless another partition cuts them too."""
+        groups = [set(g) for g in groups]
+        for i, a in enumerate(groups):
+            for b in groups[i + 1 :]:
+                for pair in [(x, y) for x in a for y in b] + [(y, x) for x in a for y in b]:
+                    if self._cut[pair] <= 1:
+                        self._cut.pop(pair, None)
+                    else:
+                        self._cut[pair] -= 1
+        self._refresh()
+
+    def unlink(self, src: str, dst: str) -> None:
+        """End the fault of the one-way link src -> dst."""
+        self._links.pop((src, dst), None)
+        self._refresh()
+
+    def undo(self, fault: str, target: tuple) -> None:
+        """End one network fault: `isolate` of (node,), `link` of (src, dst), `partition` of its groups."""
+        if fault == "isolate":
+            self.unisolate(target[0])
+        elif fault == "link":
+            self.unlink(*target)
+        elif fault == "partition":
+            self.unpartition(target)
+        else:
+            raise ValueError(f"{fault!r} is not a network fault")
 
     # --- asking ---------------------------------------------------------------------------
 
@@ -127,7 +165,7 @@ class NetworkFaults:
     def state(self) -> tuple[frozenset[str], frozenset[tuple[str, str]], dict[tuple[str, str], LinkFault]]:
         """The faults in force: isolated nodes, cut directed links, degraded directed links (for
         a backend that makes them elsewhere, such as the kernel's packet filter)."""
-        return frozenset(self._isolated), frozenset(self._cut), dict(self._links)
+        return frozenset(self._isolated), frozenset(self._cut), dict(self._links)  # a Counter's keys: the links cut now
 
     def describe(self) -> dict:
         """The faults in force, as plain data (for traces and summaries)."""

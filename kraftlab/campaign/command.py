@@ -42,10 +42,11 @@ def kernel_faults_refusal(campaign: Campaign) -> str | None:
                 "(set `runtime: ray` in the base scenario, or a matrix key `runtime: [ray]`)")
     faults = campaign.spec.faults
     if faults is not None:
-        if "slow" in faults.kinds:
-            return "faults.kinds: `slow` delays a link, which --faults kernel cannot (no netem): leave it out"
-        if "link" in faults.kinds and max(faults.link_delay_ms) > 0:
-            return (f"faults.link_delay_ms: {list(faults.link_delay_ms)}, but --faults kernel cannot delay (no netem): "
+        mix, key = (faults.swarm, "faults.swarm") if faults.swarm is not None else (faults, "faults")
+        if "slow" in mix.kinds:
+            return f"{key}.kinds: `slow` delays a link, which --faults kernel cannot (no netem): leave it out"
+        if "link" in mix.kinds and max(mix.link_delay_ms) > 0:
+            return (f"{key}.link_delay_ms: {list(mix.link_delay_ms)}, but --faults kernel cannot delay (no netem): "
                     "set it to [0, 0] (the link faults then drop only)")
     return None
 

@@ -23,16 +23,16 @@ import math
 import shutil
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from observability.history import read_kinds
 from workloads.campaign.generate import RunPlan, draw_schedule, plan_run
 from workloads.campaign.spec import Campaign, Cell
-from workloads.faults import FaultAction
+from workloads.scenario.loading import dump_scenario
+from workloads.faults import FaultAction, PlannedFault
 
 from .outcome import findings, read_history_findings, signature
 
@@ -41,12 +41,9 @@ DEFAULT_BUDGET = 40
 
 @dataclass
 class Candidate:
-    faults: list[tuple[FaultAction, FaultAction]]
+    faults: list[PlannedFault]
     load: dict[str, Any] | None
     duration_ms: float
-
-    def actions(self) -> list[FaultAction]:
-        return [a for pair in self.faults for a in pair]
 
     def size(self) -> dict[str, Any]:
         return {"faults": len(self.faults), "safety_ms": round(self.duration_ms),
@@ -79,7 +76,7 @@ class Tester:
         self.budget, self.work, self.runs = budget, work, 0
 
     def plan(self, c: Candidate) -> RunPlan:
-        return plan_run(self.campaign, self.cell, self.seed, actions=c.actions(), load=c.load, duration_ms=c.duration_ms)
+        return plan_run(self.campaign, self.cell, self.seed, faults=c.faults, load=c.load, duration_ms=c.duration_ms)
 
     def fails_same(self, c: Candidate) -> bool:
         if self.runs >= self.budget:
@@ -93,7 +90,7 @@ def run_signature(plan: RunPlan, out_dir: Path) -> str:
 
     try:
         result = run_scenario(plan.scenario(), source=plan.run, out_dir=out_dir)
-        return signature(findings(result.summary, plan.epilogue_start, read_history_findings(result.run_dir))[0])
+        return signature(findings(result.summary, plan.epilogue_start, read_history_findings(result.run_dir), plan.allow)[0])
     finally:
         shutil.rmtree(out_dir, ignore_errors=True)
 
@@ -146,8 +143,8 @@ def minimize(campaign: Campaign, cell: Cell, seed: int, row: dict[str, Any], run
         start = safety_start_ms(run_dir, original.safety_step) if first is not None else None
         if first is not None and start is not None and first - start < best.duration_ms:
             cut = max(1.0, math.ceil(first - start) + 1)
-            candidate = Candidate([p for p in best.faults if p[0].at_ms < cut], best.load, cut)
-            candidate.faults = [(f, u if u.at_ms < cut else _at(u, cut)) for f, u in candidate.faults]
+            candidate = Candidate([p for p in best.faults if p.fault.at_ms < cut], best.load, cut)
+            candidate.faults = [p if p.undo.at_ms < cut else replace(p, undo=_at(p.undo, cut)) for p in candidate.faults]
             if tester.fails_same(candidate):
                 best = candidate
                 notes.append(f"cut after the first violation: safety phase {round(cut)} ms")
@@ -157,7 +154,7 @@ def minimize(campaign: Campaign, cell: Cell, seed: int, row: dict[str, Any], run
             notes.append(f"faults: {len(best.faults)} -> {len(kept)}")
         best = Candidate(kept, best.load, best.duration_ms)
         # 3. shorten the safety phase and lighten the load
-        end = max((u.at_ms for _, u in best.faults), default=0.0) + 1.0
+        end = max((p.undo.at_ms for p in best.faults), default=0.0) + 1.0
         if end < best.duration_ms and tester.fails_same(Candidate(best.faults, best.load, end)):
             best = Candidate(best.faults, best.load, end)
         if best.load is not None:
@@ -178,7 +175,7 @@ def minimize(campaign: Campaign, cell: Cell, seed: int, row: dict[str, Any], run
 
 
 def _at(action: FaultAction, at_ms: float) -> FaultAction:
-    return FaultAction(at_ms, action.action, action.nodes, action.groups, action.drop, action.delay_ms)
+    return replace(action, at_ms=at_ms)
 
 
 def minimal_scenario(m: Minimized, campaign: Campaign) -> dict[str, Any]:
@@ -198,6 +195,6 @@ def write_minimal(m: Minimized, campaign: Campaign, directory: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "minimal.yaml"
     tmp = directory / ".minimal.yaml.tmp"
-    tmp.write_text(yaml.safe_dump(minimal_scenario(m, campaign), sort_keys=False))
+    tmp.write_text(dump_scenario(minimal_scenario(m, campaign)))
     tmp.replace(path)
     return path

@@ -26,6 +26,7 @@ campaign of 100,000 runs holds the runs in flight, the tally and the finished ru
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, wait
@@ -71,8 +72,17 @@ class Progress:
         return {sig: entry["runs"] for sig, entry in self.tally.signatures().items()}
 
 
-def default_out(campaign: Campaign) -> Path:
-    return DEFAULT_ROOT / campaign.spec.name
+def default_out(campaign: Campaign, seeds_given: bool = False, overrides: tuple[str, ...] = ()) -> Path:
+    """`campaigns/<name>/`; with seeds or `--set` given on the command line, a directory of their
+    own, so that another range or another setting of the same campaign never meets the first's
+    results: `campaigns/<name>-seeds-<first>-<last>/`, `campaigns/<name>-<key>=<value>.../`."""
+    name = campaign.spec.name
+    if seeds_given:
+        seeds = campaign.spec.seed_list()
+        name += f"-seeds-{seeds[0]}-{seeds[-1]}"
+    for item in overrides:
+        name += "-" + re.sub(r"[^A-Za-z0-9._=-]", "_", item.split("cluster.protocol.")[-1])
+    return DEFAULT_ROOT / name
 
 
 def prepare_out(campaign: Campaign, out: Path) -> None:
@@ -87,9 +97,9 @@ def prepare_out(campaign: Campaign, out: Path) -> None:
     (out / "runs").mkdir(parents=True, exist_ok=True)
     if not existing.is_file():
         _write_text(out / BASE_FILE, campaign.base_text)
-        _write_text(existing, campaign.path.read_text())
+        _write_text(existing, campaign.text)
     else:  # a changed `expect` is taken as the new one
-        _write_text(existing, campaign.path.read_text())
+        _write_text(existing, campaign.text)
 
 
 def _differences(campaign: Campaign, out: Path) -> list[str]:

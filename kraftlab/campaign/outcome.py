@@ -12,6 +12,11 @@ scenario's own steps failed. `kraftlab analyze CAMPAIGN_DIR` gives the same anom
 examples: `lost-write` covers records of every `acks`, so a cell that loses acks=1 records, which
 Kafka allows, is not `clean`, as `analyze` would say.
 
+What Kafka's clients are promised may happen is excused when the campaign says so (its `allow`): a
+lost acks=1 (or 0) record that no consumer read (`acks-1-loss`), and a duplicate written by a load
+producer without idempotence, a retried batch (`retry-duplicate`). Without it, both are findings,
+as the contract defines the anomalies.
+
 Findings the protocol allows are kept apart (`excused`), as the simulator's sweeps keep them: on a
 partition that went beyond the protocol's tolerance (MinISR lossy unclean shutdowns of its leader
 candidates: the history's `beyond_tolerance` rows), the violations protocol-facts.md allows there
@@ -33,7 +38,7 @@ from typing import Any
 
 from observability.checks.invariants import excused_beyond_tolerance
 from observability.history import read_kinds
-from observability.history_anomalies import count_anomalies
+from observability.history_anomalies import count_with_allowed
 from workloads.campaign.generate import RunPlan
 from workloads.campaign.spec import EXPECT, LIVENESS
 
@@ -41,21 +46,27 @@ from workloads.campaign.spec import EXPECT, LIVENESS
 @dataclass(frozen=True)
 class HistoryFindings:
     """What a run's own history says beyond its summary: the partitions ("t-0") that went beyond
-    the protocol's tolerance, and the history anomalies found (name -> count)."""
+    the protocol's tolerance, the history anomalies found (name -> count), and how many of each
+    are what Kafka's clients are promised may happen (observability/history_anomalies.py: a lost
+    acks=1 record nobody read, a duplicate of a producer without idempotence)."""
 
     beyond: frozenset[str] = frozenset()
     anomalies: tuple[tuple[str, int], ...] = ()
+    allowed: tuple[tuple[str, int], ...] = ()
 
 
 def read_history_findings(run_dir: Path) -> HistoryFindings:
     events = run_dir / "events"
     beyond = frozenset(f"{r['topic']}-{r['partition']}" for r in read_kinds(events, ("beyond_tolerance",), ("topic", "partition")))
-    anomalies = tuple((name, n) for name, n in count_anomalies(events).items() if n)
-    return HistoryFindings(beyond, anomalies)
+    counts, allowed = count_with_allowed(events)
+    return HistoryFindings(beyond, tuple((name, n) for name, n in counts.items() if n),
+                           tuple((name, n) for name, n in allowed.items() if n))
 
 
-def findings(summary: dict[str, Any], epilogue_start: int, history: HistoryFindings = HistoryFindings()) -> tuple[list[str], list[str]]:
-    """(findings, excused): names, sorted."""
+def findings(summary: dict[str, Any], epilogue_start: int, history: HistoryFindings = HistoryFindings(),
+             allow: tuple[str, ...] = ()) -> tuple[list[str], list[str]]:
+    """(findings, excused): names, sorted. `allow`: the anomaly names the campaign excuses when
+    every instance of it in the history is one Kafka allows (its `allow` key)."""
     names: set[str] = set()
     excused: set[str] = set()
     beyond = history.beyond
@@ -65,8 +76,9 @@ def findings(summary: dict[str, Any], epilogue_start: int, history: HistoryFindi
     # of them (uncommitted-read...): excused for the whole run (the counts are per run).
     if (summary.get("stats") or {}).get("acked_lost"):
         (excused if beyond else names).add("lost-write")
-    for name, _ in history.anomalies:
-        (excused if beyond else names).add(name)
+    allowed = {name: n for name, n in history.allowed if name in allow}
+    for name, count in history.anomalies:
+        (excused if beyond or allowed.get(name, 0) >= count else names).add(name)
     for failure in summary.get("failures", []):
         names.add(LIVENESS if 0 <= epilogue_start <= failure["step"] else EXPECT)
     return sorted(names), sorted(excused - names)
@@ -111,7 +123,7 @@ def availability_columns(per_partition: dict[str, dict[str, float]], prefix: str
 
 
 def row_from_summary(plan: RunPlan, summary: dict[str, Any], replay: str, history: HistoryFindings = HistoryFindings()) -> dict[str, Any]:
-    names, excused = findings(summary, plan.epilogue_start, history)
+    names, excused = findings(summary, plan.epilogue_start, history, plan.allow)
     return {
         "run": plan.run,
         "seed": plan.seed,

@@ -141,8 +141,10 @@ def fault_intervals(history: DataFrame) -> DataFrame:
     then node_seq) that undoes it. `crash_process`, `crash_os`, `crash_disk`, `shutdown` and
     `fail_log_dir` of node X end at `restart` of X. `isolate`, `partition` and `link` end at `heal` of `all`, or at
     `heal` of a node the fault's target names (`b3` for isolate; any node of `b1,c1|b2,b3`; either
-    end of `b1->b2`), since healing a node removes every network fault touching it. (A partition
-    healed for one of its nodes may still cut the others: it is counted as ended.)"""
+    end of `b1->b2`), since healing a node removes every network fault touching it, or at `heal` of
+    that fault alone (`isolate:b3`, `partition:b1,c1|b2,b3`, `link:b1->b2`: a generated schedule's
+    `undo`). (A partition healed for one of its nodes may still cut the others: it is counted as
+    ended.)"""
     rows = history.where(F.col("kind") == "fault").select("run", "time_ms", "node_seq", "fault", "target")
     starts = rows.where(F.col("fault").isin(*RESTART_ENDED_FAULTS, *NETWORK_FAULTS)).alias("s")
     ends = rows.where(F.col("fault").isin("restart", "heal")).alias("e")
@@ -152,6 +154,7 @@ def fault_intervals(history: DataFrame) -> DataFrame:
         (F.col("s.fault").isin(*RESTART_ENDED_FAULTS) & (F.col("e.fault") == "restart") & (F.col("e.target") == F.col("s.target")))
         | (F.col("s.fault").isin(*NETWORK_FAULTS) & (F.col("e.fault") == "heal")
            & ((F.col("e.target") == "all")
+              | (F.col("e.target") == F.concat(F.col("s.fault"), F.lit(":"), F.col("s.target")))  # events.undone_target
               | F.array_contains(F.split(F.col("s.target"), FAULT_TARGET_SEPARATORS), F.col("e.target")))))
     return (starts.join(ends, (F.col("e.run") == F.col("s.run")) & later & undoes, "left")
             .groupBy(F.col("s.run").alias("run"), F.col("s.time_ms").alias("start_ms"), F.col("s.node_seq").alias("node_seq"),

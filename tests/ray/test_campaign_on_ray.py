@@ -105,3 +105,18 @@ def test_a_campaign_of_ray_runtime_runs_two_clusters_at_once(tmp_path):
     # Both found nothing: their history, metrics and Ray logs were removed, their scenario kept.
     assert [r["history_kept"] for r in rows] == [False, False]
     assert all(sorted(p.name for p in (tmp_path / "out" / "runs" / r["run"]).iterdir()) == ["scenario.yaml", "summary.json"] for r in rows)
+
+
+def test_hunt_as_ray_tasks_gives_each_run_the_verdict_it_gets_in_the_command_s_process(tmp_path):
+    """`kraftlab campaign hunt` (faults from a swarm mix drawn per seed): its simulator runs as Ray
+    tasks on the embedded Ray, and the same seeds one after another in the command's own process
+    (`--parallel 0`), give each run the same verdict and trace: a run depends on its seed alone."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    verdicts = []
+    for out, parallel in ((tmp_path / "ray", []), (tmp_path / "here", ["--parallel", "0"])):
+        done = subprocess.run([*KRAFTLAB, "campaign", "hunt", "--seeds", "3", "--first-seed", "100000", "--out", str(out),
+                               "--minimize-budget", "0", *parallel], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+        assert done.returncode in (0, 1), done.stdout[-2000:] + done.stderr[-2000:]
+        rows = pq.read_table(out / "results.parquet").to_pylist()
+        verdicts.append({r["run"]: (r["status"], r["signature"], r["stats.trace_hash"]) for r in rows})
+    assert len(verdicts[0]) == 3 and verdicts[0] == verdicts[1]

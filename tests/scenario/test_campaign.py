@@ -64,6 +64,18 @@ def campaign_cli(*args: str):
         ({"seeds": [3, 1]}, "seeds (line", "expected [first, last] with first <= last (got [3, 1])"),
         ({"load": {"producers": 1, "bogus": 2}}, "load.bogus", "unknown key (expected one of: producers, consumers, rate_per_s"),
         ({"faults": {"kinds": ["crash_os"], "link_drop": [0.5, 0.1]}}, "faults.link_drop", "expected [low, high]"),
+        # A swarm mix (faults.swarm): ranges empty or inverted, unknown roles and triggers.
+        ({"faults": {"duration_ms": 6000, "swarm": {"outage_ms": [5000, 100]}}}, "faults.swarm.outage_ms",
+         "expected [low, high] with low <= high (got [5000.0, 100.0])"),
+        ({"faults": {"duration_ms": 6000, "swarm": {"interval_ms": [0, 100]}}}, "faults.swarm.interval_ms[0]", "greater than 0"),
+        ({"faults": {"duration_ms": 6000, "swarm": {"phases": [3, 2]}}}, "faults.swarm.phases", "expected [low, high]"),
+        ({"faults": {"duration_ms": 6000, "swarm": {"kinds": []}}}, "faults.swarm.kinds", "at least 1 item"),
+        ({"faults": {"duration_ms": 6000, "swarm": {"roles": ["partition-boss"]}}}, "faults.swarm.roles[0]",
+         "unknown role 'partition-boss' (expected one of: controller-leader"),
+        ({"faults": {"duration_ms": 6000, "swarm": {"triggers": ["full_moon"]}}}, "faults.swarm.triggers[0]",
+         "unknown trigger 'full_moon' (expected one of: under_min_isr"),
+        ({"faults": {"duration_ms": 6000, "kinds": ["crash_os"], "swarm": {}}}, "faults", "give exactly one of `kinds`"),
+        ({"allow": ["lost-write"]}, "allow[0]", "acks-1-loss"),
         # Valid one value at a time, invalid together or once planned: refused before any run.
         ({"matrix": {"cluster.protocol.elr": [True, False], "cluster.config.eligible.leader.replicas.enable": [True]}},
          "matrix", "cluster.protocol.elr=False gives an invalid scenario: cluster: protocol.elr (False)"),
@@ -401,3 +413,64 @@ def test_a_catch_that_fails_because_the_finding_was_excused_says_so(tmp_path):
     assert not verdict["held"]
     (problem,) = [p for p in verdict["problems"] if f"cell {cell.index} " in p]
     assert "lost-write not found in 2 runs (lost-write excused as beyond tolerance in seeds 0)" in problem
+
+
+def test_seeds_first_seed_and_set_choose_runs_without_an_edited_file(tmp_path):
+    """A held-out seed range, or a protocol switch turned off, from the command line: the runs
+    are the file's with those seeds and that key, and the campaign directory records the campaign
+    as run (so that the same command resumes it)."""
+    path = write(tmp_path, SMALL)
+    out = tmp_path / "out"
+    args = [path, "--out", out, "--parallel", "0", "--minimize-budget", "0", "--seeds", "2", "--first-seed", "100000",
+            "--set", "cluster.protocol.elr=false"]
+    result = campaign_cli(*args)
+    assert result.exit_code in (0, 1), result.output
+    rows = pq.read_table(out / "results.parquet").to_pylist()
+    assert sorted({r["seed"] for r in rows}) == [100000, 100001] and len(rows) == 4  # 2 cells x 2 seeds
+    saved = yaml.safe_load((out / "campaign.yaml").read_text())
+    assert saved["seeds"] == [100000, 100001] and saved["set"] == {"cluster.protocol.elr": False}
+    run = yaml.safe_load((out / "runs" / rows[0]["run"] / "scenario.yaml").read_text())
+    assert run["seed"] in (100000, 100001) and run["cluster"]["protocol"]["elr"] is False
+    assert "resuming: 4 runs already done" in campaign_cli(*args).output
+    # --first-seed alone keeps the file's count of seeds.
+    plan = load_campaign(str(path), first_seed=7)
+    assert plan.spec.seed_list() == [7, 8, 9]
+
+
+@pytest.mark.parametrize(("args", "expected"), [(["--first-seed", "-1"], "--first-seed"), (["--seeds", "0"], "--seeds"),
+                                                (["--set", "no-equals-sign"], "--set no-equals-sign: expected KEY=VALUE")])
+def test_bad_seeds_or_set_on_the_command_line_exit_2_before_anything_runs(tmp_path, args, expected):
+    result = campaign_cli(write(tmp_path, SMALL), "--out", tmp_path / "out", "--parallel", "0", *args)
+    assert result.exit_code == 2 and expected in result.output, result.output
+    assert not (tmp_path / "out").exists()
+
+
+# The swarm generator (faults.swarm), Maximal ISR off: each seed its own mix of faults, some aimed
+# at roles, some waiting for protocol states.
+SWARM_NO_MAXIMAL_ISR = """
+name: swarm-no-maximal-isr
+scenario: random-faults
+seeds: 3
+set: {cluster.protocol.maximal_isr: false}
+faults: {duration_ms: 20000, converge_ms: 30000, swarm: {}}
+load: {producers: 1, consumers: 1, rate_per_s: 30, acks: all}
+expect:
+  - catch: [ReplicationQuorumSuperset]
+"""
+
+
+def test_a_swarm_seed_s_failure_is_minimized_to_a_short_scenario_that_fails_the_same_way(tmp_path):
+    out = tmp_path / "out"
+    result = campaign_cli(write(tmp_path, SWARM_NO_MAXIMAL_ISR), "--out", out, "--parallel", "0", "--minimize-budget", "20")
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "summary.json").read_text())
+    sig, entry = next((s, e) for s, e in summary["signatures"].items() if "ReplicationQuorumSuperset" in s.split("+"))
+    minimal = entry["minimal"]
+    assert minimal["reproduced"] and minimal["after"]["faults"] < minimal["before"]["faults"]
+    assert minimal["after"]["steps"] < minimal["before"]["steps"]
+    text = Path(minimal["minimal"]).read_text()
+    assert "swarm mix for seed" in text  # the mix it came from, in its description
+    rerun = CliRunner().invoke(main, ["run", minimal["minimal"], "--out", str(tmp_path / "again")], catch_exceptions=False)
+    assert rerun.exit_code == 1
+    again = json.loads((tmp_path / "again" / "summary.json").read_text())
+    assert "ReplicationQuorumSuperset" in {v["invariant"] for v in again["violations"]}

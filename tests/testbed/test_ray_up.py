@@ -24,9 +24,11 @@ import sys
 import time
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from .conftest import on_host
+from .on_cluster import HUNT_SEEDS
 
 pytestmark = pytest.mark.testbed
 
@@ -171,6 +173,21 @@ def test_a_campaign_with_kernel_faults(cluster):
     [[status, replay]] = answer["rows"]
     assert status == "ok" and replay.endswith("--runtime ray --faults kernel"), answer
     assert answer["backends"] == ["kernel"], answer
+
+
+def test_hunt_on_the_cluster_gives_each_run_the_verdict_it_gets_on_one_machine(cluster, tmp_path):
+    """The `hunt` campaign's simulator runs as Ray tasks over the hosts: a run depends on its seed
+    alone, so each has the verdict and the trace it has in this process."""
+    cluster_file, _ = cluster
+    done, [answer] = on_head(cluster_file, "hunt", "runs/hunt")
+    assert done.returncode == 0 and answer["exit"] in (0, 1), tail(done) + answer["output"]
+    here = subprocess.run([sys.executable, "-m", "kraftlab.cli", "campaign", "hunt", *HUNT_SEEDS, "--out", str(tmp_path / "here"),
+                           "--parallel", "0", "--minimize-budget", "0"], capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert here.returncode in (0, 1), here.stdout[-2000:] + here.stderr[-2000:]
+    rows = pq.read_table(tmp_path / "here" / "results.parquet").to_pylist()
+    assert len(rows) == 3
+    assert answer["verdicts"] == {r["run"]: [r["status"], r["signature"], r["stats.trace_hash"]] for r in rows}
 
 
 def test_the_ray_tier_on_the_testbed(cluster):

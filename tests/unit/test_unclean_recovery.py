@@ -133,9 +133,18 @@ def test_no_recovery_while_a_clean_leader_exists_or_an_isr_member_is_live():
 
 def test_the_recovered_leader_leads_alone_recovering_with_bumped_epochs():
     new = recovered_partition(offline(lkelr=(1, 2)), 2, "balanced")
-    assert (new.leader, new.isr, new.elr, new.last_known_elr) == (2, (2,), (), ())
+    assert (new.leader, new.isr, new.elr) == (2, (2,), ())
     assert (new.leader_epoch, new.partition_epoch) == (6, 8)
     assert new.leader_recovery_state == RECOVERING and new.election == "unclean"
+
+
+def test_the_lastknownelr_keeps_its_other_members_until_the_isr_reaches_min_isr():
+    """KIP-966, Balanced mode: "The LastKnownELR is cleaned when ISR reaches the Min ISR". Cleared
+    at the recovery, a later one (the new leader's log lost in turn) would elect it again, empty,
+    while broker 1, which may hold every committed record, was up."""
+    assert recovered_partition(offline(lkelr=(1, 2)), 2, "balanced").last_known_elr == (1,)
+    assert recovered_partition(offline(lkelr=(1, 2)), 2, "aggressive").last_known_elr == (1,)
+    assert recovered_partition(offline(lkelr=(1,)), 1, "last_known_leader").last_known_elr == ()  # shipped Kafka
 
 
 def test_the_last_known_leader_strategy_elects_with_its_own_kind():

@@ -18,14 +18,15 @@ The run is a plain scenario (its steps are the documented), so `kraftlab run` re
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
-from workloads.faults import FaultAction, FaultProfile, FaultSchedule
+from workloads.faults import UNDO_ALL, FaultAction, FaultProfile, FaultSchedule, PlannedFault
 from workloads.scenario.loading import Problem, ScenarioError, validate
 from workloads.scenario.schema import Scenario
 
-from .spec import Campaign, CampaignError, Cell, FaultsSpec, LoadProfile
+from .spec import ALLOWANCES, Campaign, CampaignError, Cell, FaultsSpec, LoadProfile
+from .swarm import draw_swarm, topic_partitions
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,7 @@ class RunPlan:
     safety_step: int = -1  # index of the safety phase's first step (-1: no fault profile)
     schedule: str = ""  # the derived load and faults, for people (TigerBeetle-style)
     columns: dict[str, Any] = field(default_factory=dict)  # the cell's results columns
+    allow: tuple[str, ...] = ()  # the campaign's `allow`: the anomaly names it excuses when allowed
 
     def scenario(self) -> Scenario:
         return validate(self.raw, f"{self.run}/scenario.yaml")
@@ -53,7 +55,7 @@ def run_id(cell: Cell, seed: int) -> str:
 
 def fault_profile(spec: FaultsSpec) -> FaultProfile:
     return FaultProfile(
-        kinds=tuple(spec.kinds),
+        kinds=tuple(spec.kinds or ()),
         mean_interval_ms=spec.mean_interval_ms,
         duration_ms=spec.duration_ms,
         mean_outage_ms=spec.mean_outage_ms,
@@ -71,32 +73,71 @@ def fault_targets(raw: dict[str, Any], targets: str) -> list[str]:
 
 
 def draw_load(profile: LoadProfile, seed: int) -> dict[str, Any]:
-    """The load step's arguments: each key a list is drawn from, with its own stream of the seed."""
+    """The load step's arguments: each key a list is drawn from, with its own stream of the seed.
+    `idempotent` applies with acks all only (Kafka refuses it with acks 0 or 1)."""
     rng = random.Random(f"load/{seed}")
     args: dict[str, Any] = {}
     for key in ("producers", "consumers", "rate_per_s", "acks", "message_bytes"):
         value = getattr(profile, key)
         args[key] = rng.choice(value) if isinstance(value, list) else value
+    if profile.idempotent is not None:
+        idempotent = rng.choice(profile.idempotent) if isinstance(profile.idempotent, list) else profile.idempotent
+        if args["acks"] in ("all", -1):
+            args["idempotent"] = idempotent
     if profile.topics is not None:
         args["topics"] = list(profile.topics)
     return args
 
 
-def fault_steps(actions: list[FaultAction], duration_ms: float) -> list[dict[str, Any]]:
-    """The schedule as steps: a `wait` up to each action's time (whole milliseconds), the action,
-    and a last `wait` to the end of the safety phase."""
+def fault_steps(faults: list[PlannedFault], duration_ms: float) -> list[dict[str, Any]]:
+    """The schedule as steps: a `wait` up to each fault's start and end (whole milliseconds), the
+    fault or its undoing, and a last `wait` to the end of the safety phase. A generated fault's id
+    is its index in `faults`; it may wait for a protocol state (its trigger) from the action before
+    it on, coming as soon as the state does (after the trigger's window) or else at its time; and
+    it is armed for its outage's span: aimed at a role nobody holds yet, it strikes when somebody
+    does, or not at all (workloads/fault_steps.py)."""
+    timeline = []
+    for i, f in enumerate(faults):
+        timeline += [(f.fault.at_ms, f, True, i), (f.undo.at_ms, f, False, i)]
+    timeline.sort(key=lambda e: e[0])  # stable: a fault before its undoing at the same time
     steps: list[dict[str, Any]] = []
     now = 0
-    for a in sorted(actions, key=lambda a: a.at_ms):
-        at = int(round(a.at_ms))
-        if at > now:
+    for at_ms, f, starts, index in timeline:
+        at = int(round(at_ms))
+        trigger = f.trigger if starts and f.generated else None
+        if at > now and trigger is not None:
+            steps.append({"trigger": {"state": trigger.state, **({"partition": trigger.partition} if trigger.partition else {}),
+                                      "timeout_ms": at - now}})
+            if int(trigger.window_ms) > 0:
+                steps.append({"wait": int(trigger.window_ms)})
+        elif at > now:
             steps.append({"wait": at - now})
-            now = at
-        steps.append(action_step(a))
+        now = max(now, at)
+        if not f.generated:
+            steps.append(action_step(f.fault if starts else f.undo))
+        elif starts:
+            fault = generated_fault(f.fault, index)
+            span = int(round(f.undo.at_ms)) - at
+            if span > 0:
+                fault["armed_ms"] = span
+            if f.lossy_budget is not None:
+                fault["lossy_budget"] = f.lossy_budget
+            steps.append({"fault": fault})
+        else:
+            steps.append({"undo": "all" if f.undo.action == UNDO_ALL else index})
     end = int(round(duration_ms))
     if end > now:
         steps.append({"wait": end - now})
     return steps
+
+
+def generated_fault(a: FaultAction, index: int) -> dict[str, Any]:
+    """A generated fault as a `fault` step's arguments (docs/reference, steps)."""
+    if a.action == "partition":
+        return {"id": index, "kind": "partition", "groups": [list(g) for g in a.groups]}
+    if a.action == "link":
+        return {"id": index, "kind": "link", "node": a.nodes[0], "to": a.nodes[1], "drop": a.drop, "delay_ms": a.delay_ms}
+    return {"id": index, "kind": a.action, "node": a.nodes[0]}
 
 
 def action_step(a: FaultAction) -> dict[str, Any]:
@@ -116,9 +157,12 @@ def action_step(a: FaultAction) -> dict[str, Any]:
     raise ValueError(f"unknown fault action {a.action!r}")
 
 
-def epilogue_steps(raw: dict[str, Any], converge_ms: int, restart: list[str]) -> list[dict[str, Any]]:
-    """Heal everything, then require the cluster to serve again, each condition within `converge_ms`."""
-    steps: list[dict[str, Any]] = [{"heal": "all"}] + [{"restart": node} for node in restart]
+def epilogue_steps(raw: dict[str, Any], converge_ms: int, restart: list[str], generated: bool = False) -> list[dict[str, Any]]:
+    """Heal everything, then require the cluster to serve again, each condition within `converge_ms`.
+    `restart`: the nodes a fixed schedule leaves down; `generated`: a generated schedule's faults
+    are undone by `undo: all`, which also restarts what they crashed (their nodes are known only
+    once they fire)."""
+    steps: list[dict[str, Any]] = [{"undo": "all"} if generated else {"heal": "all"}] + [{"restart": node} for node in restart]
     steps.append({"wait_for": {"quorum": True, "leader": "!= null", "timeout_ms": converge_ms}})
     partitions = [(t["name"], p) for t in raw.get("topics") or [] for p in range(int(t.get("partitions", 1)))]
     for topic, p in partitions:
@@ -133,9 +177,9 @@ def epilogue_steps(raw: dict[str, Any], converge_ms: int, restart: list[str]) ->
     return steps
 
 
-def plan_run(campaign: Campaign, cell: Cell, seed: int, *, actions: list[FaultAction] | None = None,
+def plan_run(campaign: Campaign, cell: Cell, seed: int, *, faults: list[PlannedFault] | None = None,
              load: dict[str, Any] | None = None, duration_ms: float | None = None) -> RunPlan:
-    """The run of `cell` with `seed`. `actions`, `load` and `duration_ms` replace what the seed
+    """The run of `cell` with `seed`. `faults`, `load` and `duration_ms` replace what the seed
     draws (a minimizer's smaller candidates); absent, they are drawn from the seed."""
     spec = campaign.spec
     raw = campaign.base_with(cell.overrides())
@@ -156,24 +200,25 @@ def plan_run(campaign: Campaign, cell: Cell, seed: int, *, actions: list[FaultAc
         notes.append("load: " + ", ".join(f"{k}={v}" for k, v in load.items()))
     epilogue_start, n_faults, safety_step = -1, 0, -1
     if spec.faults is not None:
-        profile = fault_profile(spec.faults)
-        if duration_ms is not None:
-            profile = replace(profile, duration_ms=duration_ms)
-        if actions is None:
-            actions = draw_schedule(spec.faults, raw, seed).actions
-        crashed = _down_at_end(actions)
-        n_faults = sum(1 for a in actions if a.action not in ("restart", "heal"))
+        duration = duration_ms if duration_ms is not None else spec.faults.duration_ms
+        drawn = draw_schedule(spec.faults, raw, seed)
+        notes += drawn.notes  # the seed's mix, also above a minimizer's smaller schedule drawn from it
+        if faults is None:
+            faults = drawn.faults
+        generated = any(f.generated for f in faults)
+        crashed = _down_at_end([f for f in faults if not f.generated])
+        n_faults = len(faults)
         safety_step = len(steps)
-        steps += fault_steps(actions, profile.duration_ms)
+        steps += fault_steps(faults, duration)
         epilogue_start = len(steps)
-        steps += epilogue_steps(raw, spec.faults.converge_ms, crashed)
-        notes.append(f"fault schedule for seed {seed}: {n_faults} faults in {profile.duration_ms:g} ms")
-        notes += [a.describe() for a in sorted(actions, key=lambda a: a.at_ms)]
+        steps += epilogue_steps(raw, spec.faults.converge_ms, crashed, generated)
+        notes.append(f"fault schedule for seed {seed}: {n_faults} faults in {duration:g} ms")
+        notes += describe_faults(faults)
     raw["steps"] = steps
     schedule = "\n".join(notes)
     raw["description"] = (str(raw.get("description") or "").strip() + "\n\n" + schedule).strip()
     return RunPlan(rid, cell.index, seed, raw, epilogue_start, n_faults, load_step=load_step, safety_step=safety_step,
-                   schedule=schedule, columns=cell.columns())
+                   schedule=schedule, columns=cell.columns(), allow=tuple(ALLOWANCES[a] for a in spec.allow))
 
 
 def check_every_cell(campaign: Campaign) -> None:
@@ -203,15 +248,42 @@ def _which_cells(labels: list[str], cells: int) -> str:
     return f"the cell {labels[0]} gives" if len(labels) == 1 else f"the cells {' | '.join(labels)} give"
 
 
-def draw_schedule(faults: FaultsSpec, raw: dict[str, Any], seed: int) -> FaultSchedule:
-    """The fault schedule `seed` draws for a run of the scenario `raw` (its nodes, after the cell's overrides)."""
-    return FaultSchedule.draw(seed, fault_targets(raw, faults.targets), fault_profile(faults))
+@dataclass(frozen=True)
+class DrawnSchedule:
+    """The faults a seed draws, and what to tell people of the draw (a swarm's mix)."""
+
+    faults: list[PlannedFault]
+    notes: list[str]
 
 
-def _down_at_end(actions: list[FaultAction]) -> list[str]:
-    """Nodes a (cut) schedule leaves crashed: the epilogue restarts them."""
+def draw_schedule(faults: FaultsSpec, raw: dict[str, Any], seed: int) -> DrawnSchedule:
+    """The fault schedule `seed` draws for a run of the scenario `raw` (its nodes, after the cell's
+    overrides): from the fixed mix, or from the seed's own swarm mix."""
+    if faults.swarm is not None:
+        mix, planned = draw_swarm(faults.swarm, seed, faults.duration_ms, fault_targets(raw, "brokers"),
+                                  fault_targets(raw, "controllers"), topic_partitions(raw), min_insync_replicas(raw))
+        return DrawnSchedule(planned, mix.describe())
+    return DrawnSchedule(FaultSchedule.draw(seed, fault_targets(raw, faults.targets), fault_profile(faults)).faults, [])
+
+
+def min_insync_replicas(raw: dict[str, Any]) -> int:
+    """The scenario's min.insync.replicas at its strictest: the cluster's, or a topic's lower one
+    (the tolerance of lossy crashes is the partition's with the fewest)."""
+    cluster = int(((raw.get("cluster") or {}).get("config") or {}).get("min.insync.replicas", 1))
+    topics = [int((t.get("config") or {}).get("min.insync.replicas", cluster)) for t in raw.get("topics") or []]
+    return min([cluster, *topics])
+
+
+def describe_faults(faults: list[PlannedFault]) -> list[str]:
+    """One line per action, in time order (a fault's trigger on its line)."""
+    lines = [(a.at_ms, line) for f in faults for a, line in zip((f.fault, f.undo), f.describe(), strict=True)]
+    return [line for _, line in sorted(lines, key=lambda e: e[0])]
+
+
+def _down_at_end(faults: list[PlannedFault]) -> list[str]:
+    """Nodes a (cut) fixed schedule leaves crashed: the epilogue restarts them."""
     down: dict[str, bool] = {}
-    for a in sorted(actions, key=lambda a: a.at_ms):
+    for a in sorted((a for f in faults for a in (f.fault, f.undo)), key=lambda a: a.at_ms):
         if a.action.startswith("crash_"):
             down[a.nodes[0]] = True
         elif a.action == "restart":

@@ -15,11 +15,13 @@ cell each, crossed with the matrix: "each switch off, one at a time" is not a pr
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable
 import itertools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -35,6 +37,7 @@ from pydantic import (
 from observability.anomaly_names import ANOMALY_NAMES
 from observability.checks.invariants import DISRUPTION_NAMES, INVARIANT_NAMES
 from workloads.faults import FAULT_KINDS, FaultKind
+from workloads.scenario.names import NODE_SELECTORS, PARTITION_SELECTORS
 from workloads.scenario.loading import (
     Problem,
     ScenarioError,
@@ -49,7 +52,7 @@ from workloads.scenario.loading import (
     validate,
 )
 from workloads.scenario.names import NAME_PATTERN
-from workloads.scenario.step_spec import Acks
+from workloads.scenario.step_spec import TRIGGER_STATES, Acks, TriggerState
 
 CAMPAIGN_LIBRARY_DIR = Path(__file__).resolve().parents[1] / "campaigns"  # workloads/campaigns
 # A run that did not converge after the faults healed (kraftlab/campaign/outcome.py).
@@ -59,6 +62,12 @@ LIVENESS = "liveness"
 EXPECT = "expect"
 FINDING_NAMES = frozenset(INVARIANT_NAMES) | DISRUPTION_NAMES | frozenset(ANOMALY_NAMES) | {LIVENESS, EXPECT}
 VARIANT_KEY = "variant"  # the results column naming a run's variant
+# What a campaign may allow (`allow`): the anomaly each excuses when the history shows only such.
+ALLOWANCES = {"acks-1-loss": "lost-write", "retry-duplicate": "duplicate"}
+Allowance = Literal[tuple(ALLOWANCES)]  # type: ignore[valid-type]
+# The roles a swarm's faults may aim at: the steps' selectors, a partition's taking the partition
+# the fault picks (workloads/scenario/names.py).
+ROLES: tuple[str, ...] = NODE_SELECTORS + PARTITION_SELECTORS
 
 
 class CampaignError(ScenarioError):
@@ -77,14 +86,89 @@ class Strict(BaseModel):
 Range = Annotated[list[Annotated[float, Field(ge=0)]], Field(min_length=2, max_length=2)]
 
 
-class FaultsSpec(Strict):
-    """The random fault profile (workloads/faults.py draws a schedule from it and each seed)."""
+def _ordered(value: list[float]) -> list[float]:
+    low, high = value
+    if high < low:
+        raise ValueError(f"expected [low, high] with low <= high (got {[low, high]})")
+    return value
 
-    kinds: Annotated[list[FaultKind], Field(
-        min_length=1,
-        description="the kinds each fault is drawn from at random: crash_os, crash_process, crash_disk (brokers only), "
-        "isolate, partition (two groups), link (drops and delays), slow (delays only)",
-    )]
+
+def _shares_within_one(value: list[float]) -> list[float]:
+    if value[1] > 1:
+        raise ValueError(f"expected shares between 0 and 1 (got {value})")
+    return value
+
+
+LogRange = Annotated[list[Annotated[float, Field(gt=0)]], Field(min_length=2, max_length=2)]
+IntRange = Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=2, max_length=2)]
+RoleName = Literal[ROLES]  # type: ignore[valid-type]
+SwarmTargets = Literal["all", "brokers", "controllers"]
+
+
+class SwarmSpec(Strict):
+    """A fault mix drawn anew for each seed (swarm testing: Groce et al., ISSTA 2012): some fault
+    kinds on and others off, nodes or roles aimed at, heavy-tailed intervals and outages, protocol
+    states that the next fault follows, one to a few phases each with a fresh draw
+    (workloads/campaign/swarm.py). Every range is [low, high]; the log ranges are drawn
+    log-uniformly, so that sub-second blips and outages longer than every timeout both come up."""
+
+    kinds: Annotated[list[FaultKind], Field(min_length=1)] = Field(
+        ["crash_os", "crash_process", "isolate", "partition", "link", "slow"],
+        description="the fault kinds each phase draws its own from: each on or off (at least one on)",
+    )
+    targets: Annotated[list[SwarmTargets], Field(min_length=1)] = Field(
+        ["all", "brokers", "controllers"], description="the node sets a phase aims at, one drawn per phase: all, brokers, controllers"
+    )
+    roles: list[RoleName] = Field(  # type: ignore[valid-type]
+        list(ROLES), description="the roles a fault may aim at, resolved when it fires (each on or off per phase; [] "
+        "aims at nodes only): " + ", ".join(ROLES)
+    )
+    phases: IntRange = Field([2, 5], description="[low, high]: how many phases, each with a mix of its own")
+    interval_ms: LogRange = Field([200.0, 20_000.0], description="[low, high]: a phase's mean time from one fault to the next")
+    outage_ms: LogRange = Field(
+        [100.0, 60_000.0], description="[low, high]: how long a fault lasts (each phase draws a range of its own within it)"
+    )
+    triggers: list[TriggerState] = Field(  # type: ignore[valid-type]
+        list(TRIGGER_STATES), description="the protocol states a fault may wait for (each on or off per phase; [] none): "
+        + ", ".join(TRIGGER_STATES)
+    )
+    trigger_window_ms: Range = Field([0.0, 1_000.0], description="[low, high]: how soon after its state the fault follows")
+    within_tolerance: Annotated[float, Field(ge=0, le=1)] = Field(
+        0.75, description="the share of seeds whose lossy crashes of brokers (an OS crash, losing the page cache; a disk "
+        "loss) stay fewer than min.insync.replicas, within the protocol's tolerance, where every lost record is a finding; "
+        "past the budget such a seed's broker crashes are process crashes"
+    )
+    heal_all: Annotated[float, Field(ge=0, le=1)] = Field(
+        0.33, description="the share of phases where the end of any fault's outage undoes every fault (heal all); in the "
+        "others it undoes that fault alone"
+    )
+    link_drop: Range = Field([0.0, 1.0], description="[low, high]: the share of messages a link fault drops")
+    link_delay_ms: Range = Field([0.0, 2_000.0], description="[low, high]: the delay a link fault adds")
+    slow_delay_ms: Range = Field([50.0, 5_000.0], description="[low, high]: the delay a slow fault adds, dropping none")
+
+    @field_validator("phases", "interval_ms", "outage_ms", "trigger_window_ms", "link_drop", "link_delay_ms", "slow_delay_ms")
+    @classmethod
+    def _range_ordered(cls, value: list[float]) -> list[float]:
+        return _ordered(value)
+
+    @field_validator("link_drop")
+    @classmethod
+    def _shares(cls, value: list[float]) -> list[float]:
+        return _shares_within_one(value)
+
+
+class FaultsSpec(Strict):
+    """The random fault profile: a fixed mix (`kinds`, workloads/faults.py draws a schedule from it
+    and each seed) or a mix per seed (`swarm`, workloads/campaign/swarm.py)."""
+
+    kinds: Annotated[list[FaultKind], Field(min_length=1)] | None = Field(
+        None,
+        description="a fixed mix: the kinds each fault is drawn from at random: crash_os, crash_process, crash_disk "
+        "(brokers only), isolate, partition (two groups), link (drops and delays), slow (delays only); give this or swarm",
+    )
+    swarm: SwarmSpec | None = Field(
+        None, description="a mix per seed: its kinds, targets, roles, phases, ranges and triggers; give this or kinds"
+    )
     mean_interval_ms: PositiveFloat = Field(
         5_000.0, description="the mean time from one fault's start to the next's (exponentially distributed)"
     )
@@ -116,17 +200,18 @@ class FaultsSpec(Strict):
     @field_validator("link_drop", "link_delay_ms", "slow_delay_ms")
     @classmethod
     def _range_ordered(cls, value: list[float]) -> list[float]:
-        low, high = value
-        if high < low:
-            raise ValueError(f"expected [low, high] with low <= high (got {[low, high]})")
-        return value
+        return _ordered(value)
+
+    @model_validator(mode="after")
+    def _kinds_or_swarm(self) -> FaultsSpec:
+        if (self.kinds is None) == (self.swarm is None):
+            raise ValueError("give exactly one of `kinds` (a fixed mix for every seed) or `swarm` (a mix drawn per seed)")
+        return self
 
     @field_validator("link_drop")
     @classmethod
     def _shares(cls, value: list[float]) -> list[float]:
-        if value[1] > 1:
-            raise ValueError(f"expected shares between 0 and 1 (got {value})")
-        return value
+        return _shares_within_one(value)
 
 
 def _one_or_choices(kind: Any) -> Any:
@@ -153,6 +238,10 @@ class LoadProfile(Strict):
     )
     message_bytes: _one_or_choices(PositiveInt) = Field(  # type: ignore[valid-type]
         100, description="each record's value size, in bytes; a list: one of its values drawn per seed"
+    )
+    idempotent: _one_or_choices(bool) | None = Field(  # type: ignore[valid-type]
+        None, description="the load producers' enable.idempotence when their acks is all (acks 0 and 1 are never "
+        "idempotent); a list: one of its values drawn per seed; absent: Kafka's default (on with acks all)"
     )
     topics: list[str] | None = Field(
         None, description="the topics whose partitions the load writes and reads (one list, not drawn); absent: every "
@@ -222,6 +311,14 @@ class CampaignSpec(Strict):
     )
     expect: list[ExpectRule] = Field(
         [], description="rules on the cells' findings; one that does not hold makes the exit code 1"
+    )
+    # kraftlab's: what Kafka's clients are promised may happen, excused rather than found. By
+    # default a campaign judges every anomaly as docs/reference defines it (a lost acks=1 record
+    # is a lost-write); a campaign whose load draws weaker producers says which it allows.
+    allow: list[Allowance] = Field(  # type: ignore[valid-type]
+        [], description="what Kafka allows its clients, excused in every run: acks-1-loss (a lost-write of a record "
+        "acknowledged with acks 1 or 0 that no consumer read: the leader alone had it) and retry-duplicate (a "
+        "duplicate of a record of a load producer without idempotence: a retried batch)"
     )
 
     @field_validator("seeds")
@@ -300,6 +397,7 @@ class Campaign:
     base_path: Path
     base_raw: dict[str, Any]
     base_text: str
+    text: str = ""  # the campaign as run: the file's text, or with the command line's seeds and `--set`
 
     def base_with(self, overrides: dict[str, Any]) -> dict[str, Any]:
         """The base scenario with the campaign's `set`, then `overrides` (a cell's)."""
@@ -309,25 +407,59 @@ class Campaign:
         return raw
 
 
-def load_campaign(arg: str) -> Campaign:
+
+def load_campaign(arg: str, *, seeds: int | None = None, first_seed: int | None = None, overrides: Iterable[str] = ()) -> Campaign:
     """Read and validate a campaign given as a path or a library name; every matrix and variant
-    value is validated against the base scenario. Raises CampaignError naming file and key."""
+    value is validated against the base scenario. Raises CampaignError naming file and key.
+
+    The command line's `--seeds N` (how many), `--first-seed K` (from which; default the file's
+    first) and `--set KEY=VALUE` (joining the file's `set`) change the campaign before it is
+    validated: a held-out seed range, or a protocol switch turned off, needs no edited file. The
+    campaign as run is then `Campaign.text`."""
     path = _resolve_campaign(arg)
     file = str(path)
     text, raw = read_yaml_file(path, CampaignError)
     if not isinstance(raw, dict):
         raise CampaignError(file, [Problem("", "expected a campaign mapping with at least `name` and `scenario`")])
+    if seeds is not None or first_seed is not None or overrides:
+        raw = _from_command_line(raw, file, seeds, first_seed, overrides)
+        text = yaml.safe_dump(raw, sort_keys=False)
     try:
         spec = CampaignSpec.model_validate(raw)
     except ValidationError as exc:
         root = _compose(text)
         problems = [Problem(_campaign_loc(tuple(e["loc"]), raw), _campaign_message(e), _line_of(root, tuple(e["loc"]))) for e in exc.errors()]
         raise CampaignError(file, merge_alternatives(problems)) from None
-    campaign = _with_base(spec, path)
+    campaign = _with_base(spec, path, text)
     problems = _check_overrides(campaign) + _check_expect(campaign.spec, _compose(text))
     if problems:
         raise CampaignError(file, problems)
     return campaign
+
+
+def _from_command_line(raw: dict[str, Any], file: str, seeds: int | None, first_seed: int | None, overrides: Iterable[str]) -> dict[str, Any]:
+    raw = copy.deepcopy(raw)
+    if seeds is not None or first_seed is not None:
+        try:
+            current = CampaignSpec.model_fields["seeds"].default if "seeds" not in raw else raw["seeds"]
+            listed = list(range(current)) if isinstance(current, int) else list(range(current[0], current[1] + 1))
+        except (TypeError, IndexError):
+            listed = [0]  # the file's own `seeds` is invalid: validation says so
+        first = listed[0] if first_seed is None else first_seed
+        count = len(listed) if seeds is None else seeds
+        raw["seeds"] = [first, first + count - 1]
+    if overrides:
+        sets = dict(raw.get("set") or {})
+        for item in overrides:
+            key, eq, value = item.partition("=")
+            if not eq or not key.strip():
+                raise CampaignError(file, [Problem(f"--set {item}", "expected KEY=VALUE, a dotted key path of the scenario")])
+            try:
+                sets[key.strip()] = yaml.safe_load(value) if value.strip() else ""
+            except yaml.YAMLError:
+                sets[key.strip()] = value
+        raw["set"] = sets
+    return raw
 
 
 def campaign_library() -> dict[str, Path]:
@@ -339,8 +471,6 @@ def _resolve_campaign(arg: str) -> Path:
 
 
 def _compose(text: str):
-    import yaml
-
     try:
         return yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError:
@@ -356,12 +486,14 @@ def _campaign_loc(loc: tuple, raw: Any) -> str:
 
 
 def _campaign_message(err: dict) -> str:
-    if err["type"] in ("literal_error",) and err["loc"][:1] == ("faults",) and "kinds" in err["loc"]:
-        return f"unknown fault kind {err.get('input')!r} (expected one of: {', '.join(FAULT_KINDS)})"
+    if err["type"] == "literal_error" and err["loc"][:1] == ("faults",):
+        for key, what, names in (("kinds", "fault kind", FAULT_KINDS), ("roles", "role", ROLES), ("triggers", "trigger", TRIGGER_STATES)):
+            if key in err["loc"]:
+                return f"unknown {what} {err.get('input')!r} (expected one of: {', '.join(names)})"
     return _message(err, CampaignSpec)
 
 
-def _with_base(spec: CampaignSpec, path: Path) -> Campaign:
+def _with_base(spec: CampaignSpec, path: Path, text: str) -> Campaign:
     """The base scenario, found relative to the campaign file first (then as a path or a library name)."""
     candidate = (path.parent / spec.scenario) if not Path(spec.scenario).is_absolute() else Path(spec.scenario)
     try:
@@ -371,7 +503,7 @@ def _with_base(spec: CampaignSpec, path: Path) -> Campaign:
     except ScenarioError as exc:
         detail = "; ".join(str(p) for p in exc.problems)
         raise CampaignError(str(path), [Problem("scenario", f"the base scenario {exc.file}: {detail}", _line_of(_compose(path.read_text()), ("scenario",)))]) from None
-    return Campaign(spec, path, base_path, base_raw, base_text)
+    return Campaign(spec, path, base_path, base_raw, base_text, text)
 
 
 def _check_overrides(campaign: Campaign) -> list[Problem]:

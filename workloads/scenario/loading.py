@@ -111,6 +111,28 @@ def parse_yaml(text: str, file: str) -> Any:
         raise ScenarioError(file, [Problem("", f"YAML syntax error: {exc}")]) from None
 
 
+# --- writing ------------------------------------------------------------------------------------
+
+
+class _ScenarioDumper(yaml.SafeDumper):
+    """YAML as a person writes it: a text of several lines (a description, a campaign run's
+    schedule) as a literal block, one line of the file per line of the text."""
+
+
+def _text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    if "\n" in value:
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|")
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value)
+
+
+_ScenarioDumper.add_representer(str, _text)
+
+
+def dump_scenario(raw: dict[str, Any]) -> str:
+    """A scenario mapping as a scenario file, in its keys' order (`load_scenario` reads it back)."""
+    return yaml.dump(raw, Dumper=_ScenarioDumper, sort_keys=False, allow_unicode=True, width=120)
+
+
 # --- overrides (--set KEY=VALUE) -------------------------------------------------------------
 
 

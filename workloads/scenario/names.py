@@ -25,12 +25,15 @@ NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 TOPIC_PATTERN = r"^[A-Za-z0-9._-]{1,249}$"  # Kafka's legal topic characters
 PARTITION_REF_PATTERN = r"^(?P<topic>[A-Za-z0-9._-]+)-(?P<index>\d+)$"
 
-NODE_SELECTORS = ("controller-leader", "controller-follower")
-PARTITION_SELECTORS = ("partition-leader", "partition-follower")
+# Selectors, resolved when the step runs (workloads/steps.py `resolve`): a role of the moment.
+NODE_SELECTORS = ("controller-leader", "controller-follower", "fenced-broker")
+# Followed by `:TOPIC-PARTITION`. partition-last-isr: the ISR's one member once the ISR has shrunk
+# to one replica (KIP-966's last replica standing); partition-elr: the lowest-id member of the ELR.
+PARTITION_SELECTORS = ("partition-leader", "partition-follower", "partition-last-isr", "partition-elr")
 # The clients' node names: the steps' producer and consumer, and each load's (numbered from 1 in
 # the order the load steps start them). Network faults may name them; crashes may not.
 CLIENT_PATTERN = r"producer|consumer|load-producer-[1-9]\d*|load-consumer-[1-9]\d*"
-NODE_REF_PATTERN = (r"^(b\d+|c\d+|controller-leader|controller-follower|partition-(leader|follower):[A-Za-z0-9._-]+-\d+|"
+NODE_REF_PATTERN = (r"^(b\d+|c\d+|" + "|".join(NODE_SELECTORS) + "|(" + "|".join(PARTITION_SELECTORS) + r"):[A-Za-z0-9._-]+-\d+|"
                     + CLIENT_PATTERN + ")$")
 
 NodeRef = Annotated[
@@ -38,8 +41,9 @@ NodeRef = Annotated[
     Field(
         pattern=NODE_REF_PATTERN,
         description="a node name (b2, c1) or a selector resolved when the step runs: controller-leader, "
-        "controller-follower, partition-leader:t-0, partition-follower:t-0; network faults (isolate, partition, "
-        "link, heal) may also name a client: producer, consumer, load-producer-N, load-consumer-N",
+        "controller-follower, fenced-broker, partition-leader:t-0, partition-follower:t-0, partition-last-isr:t-0, "
+        "partition-elr:t-0; network faults (isolate, partition, link, heal) may also name a client: producer, "
+        "consumer, load-producer-N, load-consumer-N",
     ),
 ]
 

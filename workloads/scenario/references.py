@@ -19,6 +19,7 @@ from .step_spec import (
     FailLogDirStep,
     ElectStep,
     ExpectStep,
+    FaultStep,
     HealStep,
     IsolateStep,
     LinkStep,
@@ -29,6 +30,8 @@ from .step_spec import (
     ReassignStep,
     RestartStep,
     ShutdownStep,
+    TriggerStep,
+    UndoStep,
     WaitForStep,
 )
 
@@ -113,7 +116,7 @@ def _node(sc: Scenario, ref: str, at: str, *, network: bool = False) -> Iterator
     if ref == "controller-follower" and sc.cluster.controllers == 1:
         yield at, "controller-follower can never name a node: cluster.controllers is 1 (no follower)"
         return
-    if ref in ("controller-leader", "controller-follower", "all"):
+    if ref in ("controller-leader", "controller-follower", "fenced-broker", "all"):
         return
     kind, number = ref[0], int(ref[1:])
     limit = sc.cluster.brokers if kind == "b" else sc.cluster.controllers
@@ -178,9 +181,25 @@ def _condition(sc: Scenario, c: Condition, at: str) -> Iterator[Problem]:
 
 
 def _steps(sc: Scenario) -> Iterator[Problem]:
+    faults: set[int] = set()  # the `fault` steps' ids so far
     for i, step in enumerate(sc.steps):
         at = f"steps[{i}].{step.kind()}"
         match step:
+            case FaultStep(fault=a):
+                if a.id in faults:
+                    yield f"{at}.id", f"fault {a.id} is defined twice"
+                faults.add(a.id)
+                network = a.crash_mode() is None
+                for key, ref in (("node", a.node), ("to", a.to)):
+                    if ref is not None:
+                        yield from _node(sc, ref, f"{at}.{key}", network=network)
+                for g, group in enumerate(a.groups or []):
+                    for j, n in enumerate(group):
+                        yield from _node(sc, n, f"{at}.groups[{g}][{j}]", network=True)
+            case UndoStep(undo=n) if n != "all" and n not in faults:
+                yield at, f"no fault step before this one has id {n}"
+            case TriggerStep(trigger=a) if a.partition is not None:
+                yield from _partition(sc, a.partition, f"{at}.partition")
             case ProduceStep(produce=a) | ConsumeStep(consume=a):
                 yield from _topic_partition(sc, a.topic, a.partition, at)
             case LoadStep(load=a):

@@ -194,6 +194,90 @@ class LinkArgs(Strict):
     delay_ms: NonNegativeFloat = Field(0.0, description="added to the latency of every message on the link")
 
 
+# The kinds a generated fault (the `fault` step) may be: the campaign's fault kinds, a slow link
+# being a `link` with no drops.
+FaultStepKind = Literal["crash_os", "crash_process", "crash_disk", "isolate", "partition", "link"]
+FAULT_STEP_KINDS: tuple[str, ...] = FaultStepKind.__args__  # type: ignore[attr-defined]
+# The crashes that lose what a broker had not made durable (an OS crash, on page-cache storage: its
+# unflushed page cache; a disk loss: everything): lossy unclean shutdowns, in protocol-facts.md's words.
+LOSSY_CRASHES = ("crash_os", "crash_disk")
+
+
+class FaultArgs(Strict):
+    """One fault of a generated schedule (a campaign's `faults.swarm`): what the `crash`,
+    `isolate`, `partition` and `link` steps do, with two differences. A selector that names nobody
+    when the step runs (`partition-elr:t-0` while the ELR is empty) skips the fault, with a
+    `fault_skipped` row in the history, instead of failing the run (the schedule aimed at a role
+    that the run's course never produced), or, `armed_ms`, arms it until its role comes about
+    (workloads/fault_steps.py). And the fault has a number, by which `undo` undoes it."""
+
+    id: NonNegativeInt = Field(description="the fault's number in the schedule, named by `undo`")
+    kind: FaultStepKind = Field(
+        description="crash_os, crash_process, crash_disk (a broker's or voter's process, host or disk, as the crash "
+        "step's modes), isolate, partition, link"
+    )
+    node: NodeRef | None = Field(None, description="crash_* and isolate: the node; link: the sending end")
+    to: NodeRef | None = Field(None, description="link: the receiving end")
+    groups: Annotated[list[Annotated[list[NodeRef], Field(min_length=1)]], Field(min_length=2)] | None = Field(
+        None, description="partition: the groups, as the partition step's"
+    )
+    drop: Annotated[float, Field(ge=0, le=1)] = Field(0.0, description="link: the share of messages lost")
+    delay_ms: NonNegativeFloat = Field(0.0, description="link: added to every message's latency")
+    armed_ms: NonNegativeInt = Field(
+        0, description="when a selector names nobody as the step runs (or a crash's node is down), the fault stays armed "
+        "this long while the next steps go on, and strikes at the first moment its selectors name somebody; skipped if "
+        "they never do (0: skipped at once)"
+    )
+    lossy_budget: NonNegativeInt | None = Field(
+        None, description="crash_os and crash_disk of a broker: when the run's fault steps have already made this many such "
+        "crashes of brokers, this one is a process crash (it loses nothing): the run stays within the protocol's tolerance, "
+        "fewer than min.insync.replicas lossy unclean shutdowns"
+    )
+
+    @model_validator(mode="after")
+    def _what_the_kind_needs(self) -> FaultArgs:
+        needs = {"partition": {"groups"}, "link": {"node", "to"}}.get(self.kind, {"node"})
+        given = {k for k in ("node", "to", "groups") if getattr(self, k) is not None}
+        if given != needs:
+            raise ValueError(f"a {self.kind} fault takes {' and '.join(sorted(needs))}"
+                             + (f", not {', '.join(sorted(given - needs))}" if given - needs else ""))
+        if self.kind != "link" and (self.drop or self.delay_ms):
+            raise ValueError("drop and delay_ms belong to a link fault")
+        if self.lossy_budget is not None and self.kind not in LOSSY_CRASHES:
+            raise ValueError(f"lossy_budget belongs to a {' or '.join(LOSSY_CRASHES)} fault")
+        return self
+
+    def crash_mode(self) -> str | None:
+        return self.kind.removeprefix("crash_") if self.kind.startswith("crash_") else None
+
+
+# The protocol states a `trigger` step waits for (docs/reference, steps): each names a state of
+# the protocol, never a switch or a bug.
+TriggerState = Literal["under_min_isr", "isr_leader_only", "leader_change", "controller_change", "broker_fenced"]
+TRIGGER_STATES: tuple[str, ...] = TriggerState.__args__  # type: ignore[attr-defined]
+PARTITION_TRIGGERS = ("under_min_isr", "isr_leader_only", "leader_change")
+
+
+class TriggerArgs(Strict):
+    """Wait until a state of the protocol comes about, at most `timeout_ms`, and go on either way
+    (a `trigger` row says which): a generated schedule's next fault then follows the state, as
+    FoundationDB's BUGGIFY sites and its workloads aim faults at what the cluster is doing."""
+
+    state: TriggerState = Field(
+        description="under_min_isr: the partition's ISR is smaller than its min.insync.replicas; isr_leader_only: the "
+        "ISR is the leader alone; leader_change: the partition's leader epoch moves on from what it is when the step "
+        "starts; controller_change: the quorum's epoch moves on; broker_fenced: a broker is fenced"
+    )
+    partition: PartitionRef | None = Field(None, description="the partition, for under_min_isr, isr_leader_only and leader_change")
+    timeout_ms: PositiveInt = Field(description="how long to wait at most; then the step ends all the same")
+
+    @model_validator(mode="after")
+    def _partition_when_needed(self) -> TriggerArgs:
+        if (self.state in PARTITION_TRIGGERS) != (self.partition is not None):
+            raise ValueError(f"{self.state} " + ("needs `partition`" if self.state in PARTITION_TRIGGERS else "takes no `partition`"))
+        return self
+
+
 KafkaErrorName = Annotated[
     str,
     Field(pattern=r"^[A-Z][A-Z_]*$", description="Kafka's error name for the partition or resource (NONE: no error)"),
@@ -403,6 +487,23 @@ class CreatePartitionsStep(StepBase):
     create_partitions: CreatePartitionsArgs = Field(description="add partitions to a topic (CreatePartitions)")
 
 
+class FaultStep(StepBase):
+    fault: FaultArgs = Field(description="a generated schedule's fault: skipped when its selector names nobody; undone by `undo`")
+
+
+class UndoStep(StepBase):
+    undo: NonNegativeInt | Literal["all"] = Field(
+        description="undo the fault with this id, and no other: restart the node it crashed, end the isolation, link "
+        "fault or partition it made (a `heal` row naming it: `isolate:b2`, `link:b1->b2`, `partition:b1,c1|b2,b3`); "
+        "nothing if it was skipped; armed, it is disarmed. `all`: heal every network fault and restart every node a "
+        "fault step crashed (armed faults stay armed for their span)"
+    )
+
+
+class TriggerStep(StepBase):
+    trigger: TriggerArgs = Field(description="wait for a state of the protocol, at most timeout_ms, then go on either way")
+
+
 STEP_TYPES: dict[str, type[StepBase]] = {
     "produce": ProduceStep,
     "consume": ConsumeStep,
@@ -426,6 +527,9 @@ STEP_TYPES: dict[str, type[StepBase]] = {
     "create_topic": CreateTopicStep,
     "delete_topic": DeleteTopicStep,
     "create_partitions": CreatePartitionsStep,
+    "fault": FaultStep,
+    "undo": UndoStep,
+    "trigger": TriggerStep,
 }
 
 

@@ -26,7 +26,7 @@ from actors.runtime.clients import Clients
 from actors.runtime.network import NetworkFaults
 from actors.runtime.readout import RoleCluster
 from actors.survivors import survivors
-from observability.events import CrashLost, Fault, HostMoved, link_target, partition_target
+from observability.events import CrashLost, Fault, HostMoved, link_target, network_fault_target, partition_target, undone_target
 from storage.modes import CrashKind
 
 from . import adapter, file_store
@@ -368,6 +368,11 @@ class RayCluster(RoleCluster):
         self.faults.heal(node)
         self._push_faults()
         self.sim.record(Fault("heal", node or "all", backend=self.fault_backend))
+
+    def undo_network_fault(self, fault: str, target: tuple) -> None:
+        self.faults.undo(fault, target)
+        self._push_faults()
+        self.sim.record(Fault("heal", undone_target(fault, network_fault_target(fault, target)), backend=self.fault_backend))
 
     def protocol_step(self, kind: str, args: ProtocolCommand) -> None:
         if kind in ADMIN_STEPS:

@@ -19,7 +19,7 @@ from actors.roles import role_factories
 from actors.runtime.api import ADMIN_STEPS, ProtocolCommand, RunSettings, StepFailed
 from actors.runtime.clients import Clients
 from actors.runtime.readout import RoleCluster
-from observability.events import Fault, link_target, partition_target
+from observability.events import Fault, link_target, network_fault_target, partition_target, undone_target
 from storage.modes import CrashKind, StorageMode
 
 from .history import report_survivors
@@ -157,6 +157,10 @@ class SimCluster(RoleCluster):
     def heal(self, node: str | None) -> None:
         self.sim.network.heal(node)
         self.sim.record(Fault("heal", node or "all", backend="sim"))
+
+    def undo_network_fault(self, fault: str, target: tuple) -> None:
+        self.sim.network.undo(fault, target)
+        self.sim.record(Fault("heal", undone_target(fault, network_fault_target(fault, target)), backend="sim"))
 
     def protocol_step(self, kind: str, args: ProtocolCommand) -> None:
         if kind in ADMIN_STEPS:

@@ -1,0 +1,233 @@
+"""A fault mix drawn anew for each seed, and the schedule it makes (a campaign's `faults.swarm`).
+
+A fixed mix (workloads/faults.py) gives every seed the same kinds, nodes chosen uniformly and
+outages of one mean. Historical replication bugs need two or three faults on particular roles in a
+particular order, which such a mix makes about once in a hundred seeds. The anchors:
+
+- swarm testing (Groce et al., ISSTA 2012): each test leaves some features out, because features
+  suppress bugs and compete for the test's time: each seed turns each fault kind, role and trigger
+  on or off;
+- TigerBeetle's VOPR and FoundationDB's clogging: each seed draws its own rates, and durations with
+  heavy tails: intervals and outages log-uniform over wide ranges, from sub-second blips to outages
+  longer than every timeout; one to a few phases, each a fresh draw (its targets, pace, outages and
+  healing);
+- FoundationDB's workloads and Jepsen's nemesis targets: faults aimed at roles, resolved when the
+  fault fires (the controller's leader, a partition's leader or last ISR member...: the steps'
+  selectors, workloads/steps.py);
+- FoundationDB's BUGGIFY: per seed, some protocol states are on as triggers (the ISR under MinISR,
+  the ISR down to its leader, a leader or controller change, a fenced broker), and a fault may wait
+  for one and follow it within a short window;
+- FoundationDB's simulator kills machines only while the cluster can survive it: past the
+  protocol's tolerance (MinISR lossy unclean shutdowns of a partition's replicas) a lost record is
+  the protocol's limit and is excused, so a run there cannot show a durability bug. Most seeds
+  (`within_tolerance`) keep their lossy crashes of brokers (OS crashes, losing the page cache; disk
+  losses) fewer than min.insync.replicas, the others may go past it. The budget is spent when a
+  crash fires (the `fault` step's `lossy_budget`): a crash aimed at a role that names nobody then
+  spends none of it, and one past it is a process crash, which loses nothing.
+
+The generator names states of the protocol and roles, never a protocol switch or a known bug. Every
+draw comes from the seed's own stream (`swarm/<seed>`), so a seed's schedule is the same on every
+machine, and the run's scenario (its steps and, in its description, the mix) replays it.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, replace
+from typing import Any
+
+from workloads.faults import UNDO_ALL, UNDO_ONE, FaultAction, PlannedFault, Trigger
+from workloads.scenario.names import PARTITION_SELECTORS
+from workloads.scenario.step_spec import LOSSY_CRASHES, PARTITION_TRIGGERS
+
+from .spec import SwarmSpec
+
+# The share of a phase's faults whose outage is drawn over the whole `outage_ms` range.
+TAIL_SHARE = 0.5
+
+LEADER_ROLES = ("controller-leader", "partition-leader")
+
+# Roles that name a broker (a disk loss hits brokers only: a voter that lost its log must be
+# removed and added again, KIP-853, which no schedule does).
+BROKER_ROLES = ("fenced-broker", *PARTITION_SELECTORS)
+
+
+@dataclass(frozen=True)
+class Phase:
+    """A part of the safety phase with a draw of its own: the fault kinds, roles and triggers on,
+    how often a fault aims at a role or waits for a trigger, the nodes, the pace, the outages and
+    what an outage's end undoes."""
+
+    start_ms: float
+    end_ms: float
+    kinds: tuple[str, ...]
+    roles: tuple[str, ...]
+    role_share: float  # the probability that a fault aims at one of `roles`
+    triggers: tuple[str, ...]
+    trigger_share: float  # the probability that a fault waits for one of `triggers`
+    targets: str  # all | brokers | controllers: the nodes a fault not aimed at a role picks among
+    mean_interval_ms: float
+    outage_ms: tuple[float, float]  # each fault's outage, log-uniform in this range
+    heal: str  # one: an outage's end undoes that fault; all: every fault
+
+    def describe(self) -> list[str]:
+        low, high = self.outage_ms
+        return [f"{self.start_ms:.0f}-{self.end_ms:.0f} ms: kinds {', '.join(self.kinds)} on {self.targets}, a fault every "
+                f"{self.mean_interval_ms:.0f} ms on average, outages {low:.0f}-{high:.0f} ms, heal {self.heal}",
+                f"    roles {', '.join(self.roles) or 'none'} (a fault aims at one with probability {self.role_share:.2f}); "
+                f"triggers {', '.join(self.triggers) or 'none'} (probability {self.trigger_share:.2f})"]
+
+
+@dataclass(frozen=True)
+class SwarmMix:
+    """What one seed draws: its lossy-crash budget and its phases."""
+
+    seed: int
+    lossy_budget: int | None  # lossy crashes of brokers the seed may make (None: no limit)
+    phases: tuple[Phase, ...]
+
+    def describe(self) -> list[str]:
+        budget = "no limit" if self.lossy_budget is None else f"at most {self.lossy_budget}, then process crashes"
+        lines = [f"swarm mix for seed {self.seed}: lossy crashes of brokers: {budget}"]
+        for i, phase in enumerate(self.phases):
+            first, *rest = phase.describe()
+            lines += [f"  phase {i + 1}: {first}", *rest]
+        return lines
+
+
+def log_uniform(rng: random.Random, low: float, high: float) -> float:
+    return math.exp(rng.uniform(math.log(low), math.log(high)))
+
+
+def some_of(rng: random.Random, pool: list[str]) -> tuple[str, ...]:
+    """Each item on with probability 1/2 (swarm testing's coin per feature)."""
+    return tuple(x for x in pool if rng.random() < 0.5)
+
+
+def draw_mix(spec: SwarmSpec, seed: int, duration_ms: float, min_isr: int = 1) -> tuple[SwarmMix, random.Random]:
+    """The seed's mix, and its stream positioned for the schedule's draws. `min_isr`: the
+    scenario's min.insync.replicas, the protocol's tolerance of lossy crashes."""
+    rng = random.Random(f"swarm/{seed}")
+    lossy_budget = max(0, min_isr - 1) if rng.random() < spec.within_tolerance else None
+    count = rng.randint(*spec.phases)
+    bounds = [0.0, *sorted(rng.uniform(0.0, duration_ms) for _ in range(count - 1)), duration_ms]
+    phases = []
+    for start, end in zip(bounds, bounds[1:], strict=False):
+        kinds = some_of(rng, list(spec.kinds)) or (rng.choice(spec.kinds),)
+        roles = some_of(rng, list(spec.roles))
+        triggers = some_of(rng, list(spec.triggers))
+        outages = sorted(log_uniform(rng, *spec.outage_ms) for _ in range(2))
+        phases.append(Phase(round(start, 1), round(end, 1), kinds, roles, round(rng.random(), 3) if roles else 0.0, triggers,
+                            round(rng.random(), 3) if triggers else 0.0, rng.choice(spec.targets),
+                            round(log_uniform(rng, *spec.interval_ms), 1), (round(outages[0], 1), round(outages[1], 1)),
+                            "all" if rng.random() < spec.heal_all else "one"))
+    return SwarmMix(seed, lossy_budget, tuple(phases)), rng
+
+
+def draw_swarm(spec: SwarmSpec, seed: int, duration_ms: float, brokers: list[str], controllers: list[str],
+               partitions: list[str], min_isr: int = 1) -> tuple[SwarmMix, list[PlannedFault]]:
+    """The seed's mix and the faults it makes over `duration_ms` of safety phase, in time order."""
+    mix, rng = draw_mix(spec, seed, duration_ms, min_isr)
+    nodes = {"all": brokers + controllers, "brokers": brokers, "controllers": controllers}
+    faults: list[PlannedFault] = []
+    for phase in mix.phases:
+        lossy = [k for k in phase.kinds if k in LOSSY_CRASHES]
+        if mix.lossy_budget is not None and lossy and partitions:
+            # Within tolerance, the phase's lossy crash watches a partition's sole in-sync holder:
+            # armed for the whole phase, it strikes once the partition's ISR has shrunk to one
+            # replica, the one moment a lossy crash can take what no other replica has (a crash of
+            # a follower, or of a leader with in-sync followers, loses nothing another replica
+            # lacks). The budget is spent when it strikes; never struck, it spends nothing.
+            watch = FaultAction(phase.start_ms, rng.choice(lossy), (f"{SOLE_HOLDER}:{rng.choice(partitions)}",))
+            faults.append(PlannedFault(watch, FaultAction(phase.end_ms, UNDO_ONE), None, mix.lossy_budget))
+        t = phase.start_ms
+        while True:
+            t += rng.expovariate(1.0 / phase.mean_interval_ms)
+            if t >= phase.end_ms:
+                break
+            kind = rng.choice(phase.kinds)
+            trigger = None
+            if phase.triggers and rng.random() < phase.trigger_share:
+                state = rng.choice(phase.triggers)
+                trigger = Trigger(state, rng.choice(partitions) if state in PARTITION_TRIGGERS and partitions else None,
+                                  round(rng.uniform(*spec.trigger_window_ms)))
+            pool = nodes[phase.targets] if kind != "crash_disk" else brokers
+            role = _role(rng, phase, kind, trigger, partitions)
+            fault = _fault(rng, spec, kind, round(t, 1), pool or brokers, role)
+            if fault is None:
+                continue
+            budget = None
+            if fault.action in LOSSY_CRASHES and _names_a_broker(fault.nodes[0]) and mix.lossy_budget is not None:
+                # Within tolerance, the phase's other lossy crashes of brokers lose nothing: they
+                # still shake the ISRs, which is how a sole holder comes about; one aimed at the
+                # sole holder keeps its kind and spends the budget as the watch does.
+                if fault.nodes[0].split(":")[0] == SOLE_HOLDER:
+                    budget = mix.lossy_budget
+                else:
+                    fault = replace(fault, action="crash_process")
+            # Half within the phase's range, half over the whole range, so that every
+            # phase has its tail of outages longer than every timeout, and of blips.
+            outage = min(log_uniform(rng, *(spec.outage_ms if rng.random() < TAIL_SHARE else phase.outage_ms)), duration_ms - t)
+            undo = FaultAction(round(t + outage, 1), UNDO_ONE if phase.heal == "one" else UNDO_ALL)
+            faults.append(PlannedFault(fault, undo, trigger, budget))
+    faults.sort(key=lambda f: f.fault.at_ms)
+    return mix, faults
+
+
+# The role that holds what no other replica may have: a partition's ISR's one member, once its
+# ISR has shrunk to it.
+SOLE_HOLDER = "partition-last-isr"
+
+
+def _names_a_broker(node: str) -> bool:
+    return node.startswith("b") or node.split(":")[0] in BROKER_ROLES
+
+
+def _role(rng: random.Random, phase: Phase, kind: str, trigger: Trigger | None, partitions: list[str]) -> str | None:
+    """The role the fault aims at, if it aims at one: a partition's role takes the trigger's
+    partition (the fault follows what happened there), else one drawn."""
+    if not phase.roles or kind == "partition" or rng.random() >= phase.role_share:
+        return None
+    fitting = [r for r in phase.roles if kind != "crash_disk" or r in BROKER_ROLES]
+    if not fitting:
+        return None
+    # The leaders twice as often as the other roles: Jepsen's nemeses aim at primaries, and a
+    # protocol's leaders hold its state (the controller leader, a partition's leader).
+    role = rng.choices(fitting, weights=[2 if r in LEADER_ROLES else 1 for r in fitting])[0]
+    if role in PARTITION_SELECTORS:
+        if not partitions:
+            return None
+        partition = trigger.partition if trigger is not None and trigger.partition else rng.choice(partitions)
+        role = f"{role}:{partition}"
+    return role
+
+
+def _fault(rng: random.Random, spec: SwarmSpec, kind: str, at_ms: float, pool: list[str], role: str | None) -> FaultAction | None:
+    if kind.startswith("crash_") or kind == "isolate":
+        return FaultAction(at_ms, kind, (role or rng.choice(pool),))
+    if kind == "partition":
+        if len(pool) < 2:
+            return None
+        shuffled = list(pool)
+        rng.shuffle(shuffled)
+        cut = rng.randrange(1, len(shuffled))
+        return FaultAction(at_ms, "partition", groups=(tuple(sorted(shuffled[:cut])), tuple(sorted(shuffled[cut:]))))
+    # link (drops and delays) or slow (delays only): a role at one end, or two nodes of the pool
+    if role is not None:
+        other = rng.choice(pool)
+        src, dst = (role, other) if rng.random() < 0.5 else (other, role)
+    elif len(pool) >= 2:
+        src, dst = rng.sample(pool, 2)
+    else:
+        return None
+    if kind == "link":
+        drop, delay = round(rng.uniform(*spec.link_drop), 3), round(rng.uniform(*spec.link_delay_ms), 1)
+    else:
+        drop, delay = 0.0, round(rng.uniform(*spec.slow_delay_ms), 1)
+    return FaultAction(at_ms, "link", (src, dst), drop=drop, delay_ms=delay)
+
+
+def topic_partitions(raw: dict[str, Any]) -> list[str]:
+    """Every partition of the scenario's topics, `t-0`, in order."""
+    return [f"{t['name']}-{p}" for t in raw.get("topics") or [] for p in range(int(t.get("partitions", 1)))]
