@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-ray-all test-flaky docs docs-reference docs-images bench schema conformance conformance-ray clean
+.PHONY: demo test test-ray-all test-flaky docs docs-reference docs-images bench schema conformance conformance-ray trace-hashes clean
 
 # pip's and setuptools' own notices go to .venv/install.log, shown only when the install fails.
 $(STAMP): pyproject.toml
@@ -67,6 +67,12 @@ schema: $(STAMP)
 	$(BIN)/kraftlab schema > workloads/scenario.schema.json
 
 # docs/conformance.md from workloads/conformance/: the simulator's results run anew, Ray's kept.
+# The simulator's trace hash of every library scenario and conformance case, rewritten into
+# tests/golden/trace-hashes.json (tests/trace_hashes.py): the tests fail while a run's hash differs
+# from the file, so a change of behaviour shows in the diff of the commit that makes it.
+trace-hashes: $(STAMP)
+	$(BIN)/python -m tests.trace_hashes
+
 conformance: $(STAMP)
 	$(BIN)/python -m kraftlab.conformance
 

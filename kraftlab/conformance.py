@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import yaml
 
@@ -129,20 +130,27 @@ def inexpressible(path: Path = INEXPRESSIBLE) -> list[dict[str, str]]:
     return list(yaml.safe_load(path.read_text()) or [])
 
 
-def run_case(case: Case, runtime: str, out_root: Path) -> tuple[str, str]:
-    """Run a case; (AGREES or DIFFERS, the first failure or violation, if any)."""
+class CaseResult(NamedTuple):
+    result: str  # AGREES or DIFFERS
+    why: str  # the first failure or violation, if any
+    trace_hash: str | None  # the simulator's (tests/trace_hashes.py); None on Ray
+
+
+def run_case(case: Case, runtime: str, out_root: Path) -> CaseResult:
+    """Run a case: whether it agrees with Kafka's test, why not, and the run's trace hash."""
     from kraftlab.runner import run_scenario
     from workloads.scenario.loading import load_scenario
 
     scenario, _ = load_scenario(str(case.path), runtime=runtime)
     summary = run_scenario(scenario, source=str(case.path), out_dir=out_root / f"{case.name}-{runtime}").summary
+    trace_hash = summary["stats"]["trace_hash"]
     if summary["ok"]:
-        return AGREES, ""
+        return CaseResult(AGREES, "", trace_hash)
     if summary["failures"]:
         f = summary["failures"][0]
-        return DIFFERS, f"step {f['step']} ({f['kind']}): {f['detail']}"
+        return CaseResult(DIFFERS, f"step {f['step']} ({f['kind']}): {f['detail']}", trace_hash)
     names = sorted({v["invariant"] for v in summary["violations"] + summary["epilogue_violations"]})
-    return DIFFERS, f"violations {names}, expected {summary['expect_violations']}"
+    return CaseResult(DIFFERS, f"violations {names}, expected {summary['expect_violations']}", trace_hash)
 
 
 def recorded_results(table: Path = TABLE) -> dict[str, dict[str, str]]:
@@ -203,7 +211,7 @@ def generate(run_ray: bool, progress: Callable[[str], None] = lambda _: None, pa
     results: dict[str, dict[str, str]] = {c.name: {"ray": kept.get(c.name, {}).get("ray", NOT_RUN)} for c in all_cases}
     with tempfile.TemporaryDirectory(prefix="kraftlab-conformance-") as tmp:
         for case in all_cases:
-            results[case.name]["sim"], why = run_case(case, "sim", Path(tmp))
+            results[case.name]["sim"], why, _ = run_case(case, "sim", Path(tmp))
             progress(f"{case.name}: sim {results[case.name]['sim']} {why}")
         if run_ray:
             from actors.runtime.ray import adapter
@@ -213,7 +221,7 @@ def generate(run_ray: bool, progress: Callable[[str], None] = lambda _: None, pa
                 with ThreadPoolExecutor(parallel) as pool:
                     futures = {c.name: pool.submit(run_case, c, "ray", Path(tmp)) for c in on_ray}
                     for name, future in futures.items():
-                        results[name]["ray"], why = future.result()
+                        results[name]["ray"], why, _ = future.result()
                         progress(f"{name}: ray {results[name]['ray']} {why}")
             finally:
                 adapter.shutdown()

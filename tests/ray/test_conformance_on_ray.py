@@ -38,5 +38,5 @@ def results(local_ray, tmp_path_factory):
 def test_each_case_has_its_recorded_result_on_ray(case, results):
     recorded = RECORDED.get(case.name, {}).get("ray")
     assert recorded == case.expected_on_ray, f"{case.name}: the table records {recorded!r} on Ray, the file expects {case.expected_on_ray!r}"
-    result, why = results[case.name].result()
+    result, why, _ = results[case.name].result()
     assert result == recorded, f"{case.kafka_name} on Ray: {why}"

@@ -1,13 +1,15 @@
 """The conformance suite (workloads/conformance/, kraftlab/conformance.py): Kafka's own test cases
 as scenario files. In the simulator, every case has the result docs/conformance.md records for it,
 that result is "agrees" unless the file documents a difference on purpose, and the table is the
-one the files generate: it is stale when a file or a result changed without `make conformance`."""
+one the files generate: it is stale when a file or a result changed without `make conformance`.
+Each case's simulated run has the trace hash tests/golden/trace-hashes.json holds."""
 
 from __future__ import annotations
 
 import pytest
 
 from kraftlab import conformance
+from tests import trace_hashes
 
 CASES = conformance.cases()
 RECORDED = conformance.recorded_results()
@@ -30,8 +32,9 @@ def test_each_case_has_its_recorded_result_in_the_simulator(case, tmp_path):
         f"{case.name}: the table records {recorded!r}, the file expects {case.expected!r}"
         " (a case differs only on purpose, with a `Differs on purpose:` paragraph)"
     )
-    result, why = conformance.run_case(case, "sim", tmp_path)
+    result, why, trace_hash = conformance.run_case(case, "sim", tmp_path)
     assert result == recorded, f"{case.kafka_name}: {why}"
+    trace_hashes.check("conformance", case.name, trace_hash)
 
 
 def test_the_ray_sample_has_one_case_of_each_kafka_test_class_that_agrees_on_ray():

@@ -1,9 +1,12 @@
 """Every scenario of the built-in library passes in the simulator (each file carries its own
-expectations: steps with expected states, and the invariants a protocol variant is meant to break)."""
+expectations: steps with expected states, and the invariants a protocol variant is meant to break),
+to the trace hash tests/golden/trace-hashes.json holds for it (tests/trace_hashes.py)."""
 
 import pytest
 
+from kraftlab import conformance
 from kraftlab.runner import run_scenario
+from tests import trace_hashes
 from workloads.scenario.loading import library_scenarios, load_scenario
 
 
@@ -16,6 +19,13 @@ def test_library_scenario_passes(name, tmp_path):
     assert summary["ok"], (summary["failures"], summary["violations"], summary["epilogue_violations"])
     # `ok` counts every violation, those first found after the last step included (docs/reference).
     assert {v["invariant"] for v in summary["epilogue_violations"]} <= set(scenario.expect_violations)
+    trace_hashes.check("library", name, summary["stats"]["trace_hash"])
+
+
+def test_the_golden_file_names_every_library_scenario_and_conformance_case():
+    kept = trace_hashes.golden()
+    assert sorted(kept["library"]) == sorted(library_scenarios()), "run `make trace-hashes`"
+    assert sorted(kept["conformance"]) == sorted(c.name for c in conformance.cases()), "run `make trace-hashes`"
 
 
 def test_a_data_plane_scenario_replays_to_the_same_trace_hash(tmp_path):
