@@ -243,6 +243,7 @@ class BrokerNode:
                 self._stop(b"", out)
                 return out
             self.want_shutdown = True
+            self.data_plane.begin_controlled_shutdown()
             out.emit(ControlledShutdownRequested(self.epoch))
             self._send_control_request(now_ms, out)
         return self._finish(now_ms, out)

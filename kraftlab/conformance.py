@@ -115,6 +115,7 @@ RAY_SAMPLE = (
     "partition-is-under-min-isr",
     "qc-balance-partition-leaders",
     "rcm-delete-topics",
+    "rm-replicas-are-stopped-while-in-controlled-shutdown",
 )
 
 

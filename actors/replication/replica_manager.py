@@ -128,6 +128,9 @@ class ReplicaManager:
         # created, its directory being offline already).
         self.offline_dirs: set[int] = set()
         self.offline: dict[Key, PartitionReplica | None] = {}
+        # Set once the broker asks to shut down (Kafka's ReplicaManager.beginControlledShutdown,
+        # before the first heartbeat that asks); never cleared: the broker stops next.
+        self.in_controlled_shutdown = False
 
     # --- start-up ------------------------------------------------------------------------------
 
@@ -209,18 +212,32 @@ class ReplicaManager:
                 self._complete_parked(key, now_ms, out)
         elif replica.role == "follower" and replica.leader_epoch == rec.leader_epoch:
             replica.on_partition_change(rec, now_ms, out)
+            if self._stops_fetching(rec):
+                self._unfollow(key)
         else:
             was_leader = replica.is_leader
             self._unfollow(key)
             replica.become_follower(rec, now_ms, out)
             if was_leader:
                 self._complete_parked(key, now_ms, out)
-            if rec.leader is not None:
+            if rec.leader is not None and not self._stops_fetching(rec):
                 self._follow(key, rec.leader, now_ms, out)
         if replica.is_leader:
             self.leading.add(key)
         else:
             self.leading.discard(key)
+
+    def begin_controlled_shutdown(self) -> None:
+        self.in_controlled_shutdown = True
+
+    def _stops_fetching(self, rec: PartitionRecord) -> bool:
+        """Kafka's ReplicaManager.applyLocalFollowersDelta: once this broker has begun its
+        controlled shutdown, a partition whose change leaves it with no leader, or with an ISR
+        that no longer holds this broker, is not fetched any more: the controller has moved it
+        out, and its log end stays where it was until the broker stops (ReplicaManagerTest.
+        testReplicasAreStoppedWhileInControlledShutdown). A partition not changed since is
+        fetched on, as in Kafka."""
+        return self.in_controlled_shutdown and (rec.leader is None or self.env.broker_id not in rec.isr)
 
     def _segment_bytes(self, topic: str) -> int:
         """The topic's segment.bytes, else the cluster's (dynamic, then static) log.segment.bytes.
