@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from observability.events import NETWORK_FAULTS, RESTART_ENDED_FAULTS, fault_undone_by
+from observability.fault_rows import NETWORK_FAULTS, RESTART_ENDED_FAULTS, fault_undone_by
 from observability.history import SCHEMA as HISTORY_SCHEMA
 
 from .errors import AnalysisInputError

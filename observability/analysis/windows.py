@@ -26,7 +26,7 @@ import yaml
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from observability.events import FAULT_TARGET_SEPARATORS, NETWORK_FAULTS, RESTART_ENDED_FAULTS
+from observability.fault_rows import FAULT_TARGET_SEPARATORS, NETWORK_FAULTS, RESTART_ENDED_FAULTS
 
 from .committed import committed_partitions
 from .loading import History
@@ -154,7 +154,7 @@ def fault_intervals(history: DataFrame) -> DataFrame:
         (F.col("s.fault").isin(*RESTART_ENDED_FAULTS) & (F.col("e.fault") == "restart") & (F.col("e.target") == F.col("s.target")))
         | (F.col("s.fault").isin(*NETWORK_FAULTS) & (F.col("e.fault") == "heal")
            & ((F.col("e.target") == "all")
-              | (F.col("e.target") == F.concat(F.col("s.fault"), F.lit(":"), F.col("s.target")))  # events.undone_target
+              | (F.col("e.target") == F.concat(F.col("s.fault"), F.lit(":"), F.col("s.target")))  # fault_rows.undone_target
               | F.array_contains(F.split(F.col("s.target"), FAULT_TARGET_SEPARATORS), F.col("e.target")))))
     return (starts.join(ends, (F.col("e.run") == F.col("s.run")) & later & undoes, "left")
             .groupBy(F.col("s.run").alias("run"), F.col("s.time_ms").alias("start_ms"), F.col("s.node_seq").alias("node_seq"),

@@ -41,14 +41,8 @@ from itertools import groupby
 from typing import Any
 
 from observability.checks.invariants import INVARIANT_NAMES
-from observability.events import (
-    CLEAN_ELECTIONS,
-    NETWORK_FAULTS,
-    RESTART_ENDED_FAULTS,
-    UNCLEAN_ELECTIONS,
-    EventRecord,
-    fault_undone_by,
-)
+from observability.events import CLEAN_ELECTIONS, UNCLEAN_ELECTIONS, EventRecord
+from observability.fault_rows import NETWORK_FAULTS, RESTART_ENDED_FAULTS, fault_undone_by
 
 from .lost import LostRecords
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import textwrap
 
-from observability.events import fault_undone_by
+from observability.fault_rows import fault_undone_by
 from observability.history import read_history
 from tests.scenario.cli_runs import assert_ran_as_expected, run_text
 
@@ -126,7 +126,7 @@ def test_an_armed_fault_strikes_when_its_role_comes_about_while_the_next_steps_g
 
 def test_undo_ends_its_own_fault_and_no_other(tmp_path):
     """Two faults on one node: undoing the partition leaves the isolation; the metrics' fault
-    windows (events.fault_undone_by) end each at its own `heal` row."""
+    windows (fault_rows.fault_undone_by) end each at its own `heal` row."""
     text = textwrap.dedent("""
         name: exact-undo
         topics: [{name: t, partitions: 1, replication_factor: 3}]

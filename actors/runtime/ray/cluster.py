@@ -26,7 +26,8 @@ from actors.runtime.clients import Clients
 from actors.runtime.network import NetworkFaults
 from actors.runtime.readout import RoleCluster
 from actors.survivors import survivors
-from observability.events import CrashLost, Fault, HostMoved, link_target, network_fault_target, partition_target, undone_target
+from observability.events import CrashLost, Fault, HostMoved
+from observability.fault_rows import link_target, network_fault_target, partition_target, undone_target
 from storage.modes import CrashKind
 
 from . import adapter, file_store

@@ -19,7 +19,8 @@ from actors.roles import role_factories
 from actors.runtime.api import ADMIN_STEPS, ProtocolCommand, RunSettings, StepFailed
 from actors.runtime.clients import Clients
 from actors.runtime.readout import RoleCluster
-from observability.events import Fault, link_target, network_fault_target, partition_target, undone_target
+from observability.events import Fault
+from observability.fault_rows import link_target, network_fault_target, partition_target, undone_target
 from storage.modes import CrashKind, StorageMode
 
 from .history import report_survivors

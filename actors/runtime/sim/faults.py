@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from actors.runtime.api import FaultAction
-from observability.events import Fault, link_target, partition_target
+from observability.events import Fault
+from observability.fault_rows import link_target, partition_target
 from storage.modes import CrashKind
 
 from .simulator import Simulator
