@@ -46,3 +46,8 @@ def pytest_xdist_make_scheduler(config, log):
             return group_of(nodeid)
 
     return TierScheduling(config, log)
+
+
+def pytest_addoption(parser):
+    parser.addoption("--rewrite", action="store_true", default=False,
+                     help="scripted role tests (tests/datadriven.py): write the actual outputs into their files")
