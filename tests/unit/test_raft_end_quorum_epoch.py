@@ -29,6 +29,7 @@ from controller_quorum.messages import (
 from controller_quorum.quorum_state import QUORUM_STATE_FILE, ElectionState, RaftState
 from controller_quorum.raft import RaftConfig, RaftNode, strict_exponential_election_backoff_ms
 from observability.events import RaftEndQuorumEpoch, RaftShutdown
+from tests.unit.raft_listener import RecordingListener
 from workloads.drivers import cluster_settings
 from workloads.scenario.cluster_spec import ClusterSpec
 
@@ -36,22 +37,11 @@ FIVE = ("c1", "c2", "c3", "c4", "c5")
 THREE = ("c1", "c2", "c3")
 
 
-class _Listener:
-    def on_commit(self, entries, now_ms, out) -> None:
-        pass
-
-    def on_become_leader(self, epoch, now_ms, out) -> None:
-        pass
-
-    def on_lose_leadership(self, now_ms, out) -> None:
-        pass
-
-
 def started(voters, stored: ElectionState | None = None, local: str = "c1", **config) -> tuple[RaftNode, Output]:
     """A node started at time 0 from `stored`, and what its start sent."""
     files = {} if stored is None else {QUORUM_STATE_FILE: stored.encode()}
     out = Output()
-    raft = RaftNode(local, voters, RaftConfig(raft_fsync=False, **config), files, random.Random(3), _Listener(), out, 0)
+    raft = RaftNode(local, voters, RaftConfig(raft_fsync=False, **config), files, random.Random(3), RecordingListener(), out, 0)
     raft.start(0, out)
     return raft, out
 

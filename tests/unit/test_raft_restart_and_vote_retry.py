@@ -14,25 +14,12 @@ from actors.contract import Envelope, Output
 from controller_quorum.messages import VoteRequest, VoteResponse
 from controller_quorum.quorum_state import QUORUM_STATE_FILE, ElectionState, RaftState
 from controller_quorum.raft import RaftConfig, RaftNode
+from tests.unit.raft_listener import RecordingListener
 
 
-class _Listener:
-    def __init__(self) -> None:
-        self.led: list[int] = []
-
-    def on_commit(self, entries, now_ms, out) -> None:
-        pass
-
-    def on_become_leader(self, epoch, now_ms, out) -> None:
-        self.led.append(epoch)
-
-    def on_lose_leadership(self, now_ms, out) -> None:
-        pass
-
-
-def node(voters, stored: ElectionState | None = None, **config) -> tuple[RaftNode, _Listener, Output]:
+def node(voters, stored: ElectionState | None = None, **config) -> tuple[RaftNode, RecordingListener, Output]:
     files = {} if stored is None else {QUORUM_STATE_FILE: stored.encode()}
-    listener, out = _Listener(), Output()
+    listener, out = RecordingListener(), Output()
     raft = RaftNode("c1", voters, RaftConfig(**config), files, random.Random(3), listener, out, 0)
     raft.start(0, out)
     return raft, listener, out

@@ -34,22 +34,12 @@ from controller_quorum.quorum_state import QUORUM_STATE_FILE, ElectionState
 from controller_quorum.raft import RaftConfig, RaftNode
 from controller_quorum.raft_log import LOG_FILE, RaftLog
 from tests import datadriven
+from tests.unit.raft_listener import RecordingListener
 
 SCRIPTS = sorted((Path(__file__).parent / "testdata" / "raft").glob("*.txt"))
 MESSAGES = {name: getattr(messages, name) for name in dir(messages) if name[0].isupper()}
 # RaftConfig's fields a script may set, and how their text reads.
 CONFIG_KEYS = {name: type(default) for name, default in vars(RaftConfig()).items()}
-
-
-class _Listener:
-    def on_commit(self, entries, now_ms, out) -> None:
-        pass
-
-    def on_become_leader(self, epoch, now_ms, out) -> None:
-        pass
-
-    def on_lose_leadership(self, now_ms, out) -> None:
-        pass
 
 
 def _value(text: str, kind: type):
@@ -112,7 +102,7 @@ class RaftScript:
             if key in CONFIG_KEYS:
                 config[key] = _value(text, CONFIG_KEYS[key])
         config.setdefault("raft_fsync", False)
-        raft = RaftNode(case.arg("local", "c1"), voters, RaftConfig(**config), files, random.Random(3), _Listener(), out, now)
+        raft = RaftNode(case.arg("local", "c1"), voters, RaftConfig(**config), files, random.Random(3), RecordingListener(), out, now)
         raft.start(now, out)
         return raft
 
