@@ -1,5 +1,5 @@
 """Scripted tests of one KRaft voter (controller_quorum/raft.py), ported from Kafka's
-KafkaRaftClientTest and KafkaRaftClientPreVoteTest: each file of tests/unit/testdata/raft/ starts
+KafkaRaftClientTest and KafkaRaftClientPreVoteTest (files `prevote-*`): each file of tests/unit/testdata/raft/ starts
 a node and feeds it messages and time, and prints what it sent, recorded and became
 (tests/datadriven.py says the format; `pytest --rewrite` rewrites the outputs).
 
