@@ -23,6 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 SEPARATOR = "----"
 
 
@@ -114,3 +116,15 @@ def run(path: Path, driver: Callable[[Case], str], rewrite: bool = False) -> Non
         assert output == case.expected, (
             f"{case.where()}: {case.command} printed\n{output}\nexpected\n{case.expected}\n"
             "(pytest --rewrite writes the actual outputs into the file)")
+
+
+def scripts_test(directory: Path, driver: Callable[[], Callable[[Case], str]]):
+    """A pytest test running each `*.txt` script of `directory` through a new `driver()`, one test
+    per file; `pytest --rewrite` rewrites the files' outputs."""
+    scripts = sorted(directory.glob("*.txt"))
+
+    @pytest.mark.parametrize("script", scripts, ids=[p.stem for p in scripts])
+    def test(script, request):
+        run(script, driver(), rewrite=request.config.getoption("--rewrite"))
+
+    return test

@@ -19,13 +19,11 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-import pytest
-
 from controller_quorum.metadata import BrokerRegistration, PartitionRecord
 from controller_quorum.partition_change import ChangePolicy, change_partition
 from tests import datadriven
 
-SCRIPTS = sorted((Path(__file__).parent / "testdata" / "partition_change").glob("*.txt"))
+SCRIPTS = Path(__file__).parent / "testdata" / "partition_change"
 
 
 def _ids(text: str) -> tuple[int, ...]:
@@ -84,6 +82,4 @@ class PartitionChangeScript:
         raise datadriven.ScriptError(f"{case.where()}: unknown command {case.command!r}")
 
 
-@pytest.mark.parametrize("script", SCRIPTS, ids=[p.stem for p in SCRIPTS])
-def test_partition_change_script(script, request):
-    datadriven.run(script, PartitionChangeScript(), rewrite=request.config.getoption("--rewrite"))
+test_partition_change_script = datadriven.scripts_test(SCRIPTS, PartitionChangeScript)

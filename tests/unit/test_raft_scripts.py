@@ -24,8 +24,6 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-import pytest
-
 from actors.contract import Envelope, Output
 from controller_quorum import messages
 from controller_quorum.messages import LogEntry
@@ -36,7 +34,7 @@ from controller_quorum.raft_log import LOG_FILE, RaftLog
 from tests import datadriven
 from tests.unit.raft_listener import RecordingListener
 
-SCRIPTS = sorted((Path(__file__).parent / "testdata" / "raft").glob("*.txt"))
+SCRIPTS = Path(__file__).parent / "testdata" / "raft"
 MESSAGES = {name: getattr(messages, name) for name in dir(messages) if name[0].isupper()}
 # RaftConfig's fields a script may set, and how their text reads.
 CONFIG_KEYS = {name: type(default) for name, default in vars(RaftConfig()).items()}
@@ -115,6 +113,4 @@ class RaftScript:
         return lines
 
 
-@pytest.mark.parametrize("script", SCRIPTS, ids=[p.stem for p in SCRIPTS])
-def test_raft_script(script, request):
-    datadriven.run(script, RaftScript(), rewrite=request.config.getoption("--rewrite"))
+test_raft_script = datadriven.scripts_test(SCRIPTS, RaftScript)
