@@ -36,6 +36,7 @@ from itertools import groupby
 from operator import attrgetter
 
 from actors.contract import Envelope, Output, StartContext
+from actors.deadline_index import DeadlineIndex
 from actors.replication.messages import (
     CORRUPT_MESSAGE,
     NOT_ENOUGH_REPLICAS,
@@ -118,10 +119,8 @@ class ProducerNode(LoadGeneration):
         # its entry into a queue until its outcome (`_acked`, `_failed`).
         self.buffered_bytes = 0
         # Each partition's next deadline (a batch's retry, request timeout or delivery timeout, or
-        # its oldest queued record's), in a heap: `scheduled` holds each partition's live entry,
-        # never later than its deadline (it moves earlier only through `_schedule`).
-        self.deadline_heap: list[tuple[float, tuple[str, int]]] = []
-        self.scheduled: dict[tuple[str, int], float] = {}
+        # its oldest queued record's, `_key_deadline`), scheduled wherever it may move earlier.
+        self.deadlines: DeadlineIndex[tuple[str, int]] = DeadlineIndex(self._key_deadline)
         # A lower bound of the delivery deadlines of each partition's queued records (exact after
         # an expiry pass), so that the pass reads only the queues that may hold an expired record.
         self.queue_min_deadline: dict[tuple[str, int], float] = {}
@@ -191,7 +190,7 @@ class ProducerNode(LoadGeneration):
             self.metadata_broker += 1
             self.metadata_wanted = True
         # Only the partitions whose deadline is due can time out or expire (in_flight's order).
-        due = self._due_keys(now_ms)
+        due = self.deadlines.pop_due(now_ms)
         due_in_flight = sorted((k for k in due if k in self.in_flight), key=lambda k: self.in_flight[k].order)
         for key in due_in_flight:
             b = self.in_flight[key]
@@ -209,14 +208,14 @@ class ProducerNode(LoadGeneration):
                     self.sendable[key] = None  # its linger may be over
         self._send_ready(now_ms, out)
         for key in due:
-            self._schedule(key)  # their heap entries were taken by `_due_keys`
+            self.deadlines.schedule(key)  # their heap entries were taken by `pop_due`
         return self._finish(out)
 
     def _finish(self, out: Output) -> Output:
         deadlines: list[float] = []
         if self.metadata_request is not None:
             deadlines.append(self.metadata_request[1] + METADATA_TIMEOUT_MS)
-        earliest = self._earliest_deadline()
+        earliest = self.deadlines.earliest()
         if earliest is not None:
             deadlines.append(earliest)
         if self.metadata_wanted and self.queued_records:
@@ -262,7 +261,7 @@ class ProducerNode(LoadGeneration):
             leader, epoch = self.leaders.get(key, (None, -1))
             if leader is not None and epoch > b.leader_epoch and b.retry_at_ms > now_ms:
                 b.retry_at_ms = now_ms
-                self._schedule(key)
+                self.deadlines.schedule(key)
 
     def _forget_topic(self, topic: str) -> None:
         """The topic was created again: its leaders, their epochs and the idempotent sequences
@@ -295,7 +294,7 @@ class ProducerNode(LoadGeneration):
                 self._send(key, b, now_ms, out)
                 if key in self.in_flight:
                     break  # waiting for its answer (acks=0 batches are done at once)
-            self._schedule(key)
+            self.deadlines.schedule(key)
         if self.metadata_wanted and self.metadata_request is None and (self.queued_records or self.retrying):
             # At once, as Kafka's Sender asks for metadata on its next poll: a batch waiting out
             # its back-off goes to the new leader as soon as the answer names one.
@@ -328,7 +327,7 @@ class ProducerNode(LoadGeneration):
         if known is None or deadline_ms < known:
             self.queue_min_deadline[key] = deadline_ms
             heapq.heappush(self.expiry_heap, (deadline_ms, key))
-        self._schedule(key)
+        self.deadlines.schedule(key)
 
     def _drop_in_flight(self, key: tuple[str, int]) -> None:
         del self.in_flight[key]
@@ -348,52 +347,6 @@ class ProducerNode(LoadGeneration):
         if q and b is None and self.linger_ms > 0 and (deadline is None or q[0].created_ms + self.linger_ms < deadline):
             deadline = q[0].created_ms + self.linger_ms  # its linger is over: send what waits
         return deadline
-
-    def _schedule(self, key: tuple[str, int]) -> None:
-        """Called where a partition's deadline may have moved earlier."""
-        d = self._key_deadline(key)
-        if d is not None and d < self.scheduled.get(key, float("inf")):
-            self.scheduled[key] = d
-            heapq.heappush(self.deadline_heap, (d, key))
-
-    def _earliest_deadline(self) -> float | None:
-        """The earliest deadline of any partition: the heap's top once checked against the
-        partition (entries moved later or superseded are dropped or moved on the way)."""
-        heap = self.deadline_heap
-        while heap:
-            d, key = heap[0]
-            if self.scheduled.get(key) != d:
-                heapq.heappop(heap)  # superseded by an earlier entry
-                continue
-            actual = self._key_deadline(key)
-            if actual == d:
-                return d
-            heapq.heappop(heap)
-            if actual is None:
-                del self.scheduled[key]
-            else:
-                self.scheduled[key] = actual
-                heapq.heappush(heap, (actual, key))
-        return None
-
-    def _due_keys(self, now_ms: float) -> list[tuple[str, int]]:
-        """Take from the heap the partitions whose deadline is due now (their entries are gone:
-        the caller schedules them again); entries found to be early move to the real deadline."""
-        heap, due = self.deadline_heap, []
-        while heap and heap[0][0] <= now_ms:
-            d, key = heapq.heappop(heap)
-            if self.scheduled.get(key) != d:
-                continue  # superseded
-            del self.scheduled[key]
-            actual = self._key_deadline(key)
-            if actual is None:
-                continue
-            if actual > now_ms:
-                self.scheduled[key] = actual
-                heapq.heappush(heap, (actual, key))
-            else:
-                due.append(key)
-        return due
 
     def _expiry_candidates(self, now_ms: float) -> list[tuple[str, int]]:
         """The partitions whose queued records may include one past its delivery deadline."""
@@ -515,7 +468,7 @@ class ProducerNode(LoadGeneration):
         b.last_error = error
         b.retry_at_ms = now_ms + self._retry_backoff_ms(max(b.attempts, 1))
         self.retrying[key] = None
-        self._schedule(key)
+        self.deadlines.schedule(key)
         out.emit(ProduceRetry(key[0], key[1], error, b.attempts))
         if refresh:
             self.metadata_wanted = True
@@ -546,7 +499,7 @@ class ProducerNode(LoadGeneration):
             if q:
                 bound = self.queue_min_deadline[key] = min(r.deadline_ms for r in q)
                 heapq.heappush(self.expiry_heap, (bound, key))
-                self._schedule(key)
+                self.deadlines.schedule(key)
             else:
                 del self.queue_min_deadline[key]
 

@@ -23,12 +23,12 @@ requests clients and peers send it (Kafka's ReplicaManager and ReplicaFetcherMan
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING
 
 from actors.contract import Delete, Envelope, Flush, FlushCompleted, Output, Replace
+from actors.deadline_index import DeadlineIndex
 from controller_quorum.metadata import DEFAULT_DIR, PartitionRecord
 from controller_quorum.requests import AlterPartitionResponse, GetReplicaLogInfoRequest, GetReplicaLogInfoResponse
 from observability.events import ReplicaDeleted, ReplicaOffline, ReplicaRecovered
@@ -108,9 +108,8 @@ class ReplicaManager:
         # its heap entry comes up), and those leading: a wake-up costs what is pending, not the
         # number of partitions.
         self.timed: dict[Key, PartitionReplica] = {}
-        # A heap of (deadline, key) with, for every replica that has a deadline, an entry at or
-        # before it (entries are checked lazily against the replica when they reach the top).
-        self.deadlines: list[tuple[float, Key]] = []
+        # Every timed replica's next deadline (a replica found to have none leaves `timed`).
+        self.deadlines: DeadlineIndex[Key] = DeadlineIndex(self._replica_deadline, on_idle=lambda key: self.timed.pop(key, None))
         self.leading: set[Key] = set()
         self.fetchers: dict[int, Fetcher] = {}
         self.sessions: dict[int, LeaderSession] = {}  # by follower broker: its fetch session here
@@ -170,9 +169,11 @@ class ReplicaManager:
 
     def _on_replica_timer(self, key: Key, replica: PartitionReplica) -> None:
         self.timed[key] = replica
-        d = replica.next_deadline()
-        if d is not None:
-            heapq.heappush(self.deadlines, (d, key))
+        self.deadlines.schedule(key)
+
+    def _replica_deadline(self, key: Key) -> float | None:
+        r = self.timed.get(key)
+        return r.next_deadline() if r is not None else None
 
     # --- following the metadata ------------------------------------------------------------------
 
@@ -617,7 +618,7 @@ class ReplicaManager:
                 deadlines.append(f.sent_ms + grace)
             elif f.partitions and f.next_fetch_ms is not None:
                 deadlines.append(f.next_fetch_ms)
-        d = self._next_replica_deadline()
+        d = self.deadlines.earliest()
         if d is not None:
             deadlines.append(d)
         return min(deadlines)
@@ -628,24 +629,6 @@ class ReplicaManager:
         if cfg.replica_socket_timeout_ms is not None:
             return cfg.replica_socket_timeout_ms
         return cfg.replica_fetch_wait_max_ms + FETCH_REQUEST_GRACE_MS
-
-    def _next_replica_deadline(self) -> float | None:
-        """The earliest deadline of any replica: the heap's top once it is checked against its
-        replica (an entry is never later than its replica's deadline, so a checked top is the
-        minimum); entries of replicas gone, or whose deadline moved later, are dropped or moved."""
-        heap = self.deadlines
-        while heap:
-            d, key = heap[0]
-            r = self.timed.get(key)
-            actual = r.next_deadline() if r is not None else None
-            if actual == d:
-                return d
-            if actual is None:
-                heapq.heappop(heap)
-                self.timed.pop(key, None)
-            else:
-                heapq.heapreplace(heap, (actual, key))
-        return None
 
     def tick(self, now_ms: float, out: Output) -> None:
         cfg = self.env.settings.config
