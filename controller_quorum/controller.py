@@ -171,9 +171,12 @@ class Controller:
     def _report_partition_state(self, offset: int, rec: PartitionRecord, out: Output) -> None:
         min_isr = topic_min_isr(self.committed, self.settings.config, rec.topic, len(rec.replicas))
         out.emit(PartitionChange(
-            rec.topic, rec.partition, rec.leader, rec.leader_epoch, rec.partition_epoch, tuple(rec.replicas), tuple(rec.isr),
-            tuple(rec.elr), tuple(rec.last_known_elr), offset, len(rec.isr) < min_isr, min_isr, rec.leader_recovery_state, rec.reason,
-            tuple(rec.adding_replicas), tuple(rec.removing_replicas), self.committed.topics.get(rec.topic), tuple(rec.directories),
+            topic=rec.topic, partition=rec.partition, leader=rec.leader, leader_epoch=rec.leader_epoch,
+            partition_epoch=rec.partition_epoch, replicas=tuple(rec.replicas), isr=tuple(rec.isr), elr=tuple(rec.elr),
+            last_known_elr=tuple(rec.last_known_elr), metadata_offset=offset, under_min_isr=len(rec.isr) < min_isr,
+            min_isr=min_isr, recovery_state=rec.leader_recovery_state, reason=rec.reason,
+            adding_replicas=tuple(rec.adding_replicas), removing_replicas=tuple(rec.removing_replicas),
+            topic_id=self.committed.topics.get(rec.topic), directories=tuple(rec.directories),
         ))
 
     def on_become_leader(self, epoch: int, now_ms: float, out: Output) -> None:
