@@ -170,29 +170,27 @@ def _eligible_leader_replicas(
 
 
 def _last_known_leader(part: PartitionRecord, isr: list[int], leader: int | None) -> list[int]:
-    """The LastKnownELR under `unclean.recovery.strategy: last_known_leader`, given the ISR and the
-    leader after the election. Kafka's PartitionChangeBuilder.maybeUpdateLastKnownLeader
-    (apache/kafka metadata/src/main/java/org/apache/kafka/controller/PartitionChangeBuilder.java,
-    read at 1eb7644349cb07139d6a3c1ad1986979647cac99):
+    """The LastKnownELR under `unclean.recovery.strategy: last_known_leader`, given the leader after
+    the election. Kafka's PartitionChangeBuilder.maybeUpdateLastKnownLeader, as shipped since
+    Kafka 4.2 (apache/kafka commit 162db130f6, "simplify last known elr update"):
 
-        if (record.isr() != null && record.isr().isEmpty() && (partition.lastKnownElr.length != 1 ||
-            partition.lastKnownElr[0] != partition.leader)) {
-            record.setLastKnownElr(Collections.singletonList(partition.leader));
-        } else if ((record.leader() >= 0 || (partition.leader != NO_LEADER && record.leader() != NO_LEADER))
-            && partition.lastKnownElr.length > 0) {
-            record.setLastKnownElr(Collections.emptyList());
+        if (record.leader() == NO_LEADER && partition.lastKnownElr.length == 0) {
+            // Only update the last known leader when the first time the partition becomes leaderless.
+            record.setLastKnownElr(List.of(partition.leader));
+        } else if (record.leader() >= 0 && partition.lastKnownElr.length > 0) {
+            record.setLastKnownElr(List.of());
         }
 
-    i.e. a change that empties the ISR records the current leader (whatever the ELR holds), unless
-    the LastKnownELR already is just that leader; a change after which the partition has a leader
-    (new or kept) clears it; anything else leaves it alone. Kafka's other LastKnownELR rules
-    (maybePopulateTargetElr, maybeUpdateRecordElr) are not written to the record in this mode.
-    One departure: a change emptying the ISR of a partition that already had no leader leaves the
-    LastKnownELR alone here, where Kafka would store NO_LEADER (-1) in it."""
+    The record names a leader only when it changes: so a change that leaves a led partition with no
+    leader records that leader, unless the LastKnownELR already holds one; a change that elects a
+    new leader clears it; anything else (the leader kept, or still none) leaves it alone. Kafka's
+    other LastKnownELR rules (maybePopulateTargetElr, maybeUpdateRecordElr) are not written to the
+    record in this mode. Before 4.2, the leader was recorded when a change emptied the ISR, and the
+    LastKnownELR cleared while the partition kept a leader."""
     current = list(part.last_known_elr)
-    if part.isr and not isr and part.leader is not None:
-        return current if current == [part.leader] else [part.leader]
-    if leader is not None:
+    if leader is None and part.leader is not None and not current:
+        return [part.leader]
+    if leader is not None and leader != part.leader and current:
         return []
     return current
 

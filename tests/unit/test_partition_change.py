@@ -161,7 +161,17 @@ def test_last_known_leader_is_not_rewritten_when_it_already_holds_just_that_lead
     assert (new.isr, new.elr, new.last_known_elr, new.leader) == ((), (1, 2), (1,), None)
 
 
-def test_last_known_leader_is_cleared_while_the_partition_keeps_its_leader():
+def test_last_known_leader_stays_while_the_partition_keeps_its_leader():
+    # Kafka 4.2 on (maybeUpdateLastKnownLeader): only a new leader clears it; before 4.2 a change
+    # that kept the leader cleared it too.
     p = part(leader=1, isr=(1,), elr=(), lkelr=(3,))
     new = change_partition(p, brokers(), LAST_KNOWN_LEADER, reason="alter_partition", target_isr=(1, 2))
-    assert (new.isr, new.last_known_elr, new.leader) == ((1, 2), (), 1)
+    assert (new.isr, new.last_known_elr, new.leader) == ((1, 2), (3,), 1)
+
+
+def test_last_known_leader_is_recorded_when_the_partition_first_loses_its_leader_even_with_an_isr():
+    # PartitionChangeBuilderTest.testEligibleLeaderReplicas_lastKnownElrShouldBePopulatedWhenNoLeader
+    # (also a script, tests/unit/testdata/partition_change/): no acceptable replica, the ISR kept.
+    p = part(leader=1, isr=(1,), elr=(2,))
+    new = change_partition(p, brokers(fenced=(1, 2, 3)), LAST_KNOWN_LEADER, reason="elect", election="preferred")
+    assert (new.isr, new.elr, new.last_known_elr, new.leader) == ((1,), (2,), (1,), None)
