@@ -156,15 +156,28 @@ class Clients:
             self._final_read(partitions)
 
     def _catch_up(self, partitions: list[tuple[str, int]]) -> None:
-        states = self.view.partitions()
-        target = {}
-        for t, p in partitions:
-            hwm = states[f"{t}-{p}"].hwm if f"{t}-{p}" in states else None
-            target[(t, p)] = hwm if isinstance(hwm, int) else 0
+        # What each partition has committed as the catch-up begins: its leader's HWM as the view
+        # knows it (a partition with no leader: nothing to wait for). A leader that has not made
+        # its HWM known yet (just elected) gives the target once it does: until then no consumer
+        # has caught up with that partition, so that none counts as complete without reading what
+        # was committed there (a consumer that did so made `unseen` flag records it never read).
+        target: dict[tuple[str, int], int] = {}
+        unknown = set(partitions)
+
+        def learn_targets() -> bool:
+            if unknown:
+                states = self.view.partitions()
+                for t, p in sorted(unknown):
+                    state = states.get(f"{t}-{p}")
+                    hwm = state.hwm if state is not None else None
+                    if hwm is None or isinstance(hwm, int):
+                        target[(t, p)] = hwm or 0
+                        unknown.discard((t, p))
+            return not unknown
 
         def caught_up(name: str) -> bool:
             read_to = self.view.read_to.get(name, {})
-            return all(read_to.get(key, 0) >= end for key, end in target.items())
+            return learn_targets() and all(read_to.get(key, 0) >= end for key, end in target.items())
 
         self.cluster.run_until(lambda: all(caught_up(n) for n in self.load_consumers), CATCH_UP_MS)
         for name in self.load_consumers:

@@ -131,6 +131,20 @@ def test_ctrl_c_mid_analysis_exits_130_without_a_traceback(tmp_path):
     assert f"interrupted (Ctrl-C): stopped; what the analysis recorded until then is in {tmp_path / 'an'} (no checks.json)" in err, err
     assert "Traceback" not in err and "py4j" not in err and "Exception" not in err, err[-3000:]
     assert not (tmp_path / "an" / "checks.json").exists()
+    # Spark's driver JVM went with the command (one interrupted so used to stay, an orphan).
+    assert spark_jvms_of(tmp_path / "an") == []
+
+
+def spark_jvms_of(out_dir) -> list[int]:
+    """The pids of running Spark driver JVMs whose command line names `out_dir` (its log4j file)."""
+    import psutil
+
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        cmdline = p.info["cmdline"] or []
+        if any("SparkSubmit" in part for part in cmdline) and any(str(out_dir) in part for part in cmdline):
+            found.append(p.pid)
+    return found
 
 
 KEEPS_HANDLER = """
