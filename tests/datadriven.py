@@ -53,6 +53,19 @@ class Case:
         return f"{self.path}:{self.line}"
 
 
+
+def ids(text: str) -> tuple[int, ...]:
+    """An argument listing ids, comma-separated (`1,2,3`; `-` or nothing for none)."""
+    return () if text in ("", "-") else tuple(int(b) for b in text.split(","))
+
+
+def flag(text: str) -> bool:
+    """An argument that is `true` or `false`."""
+    if text not in ("true", "false"):
+        raise ScriptError(f"expected true or false, got {text!r}")
+    return text == "true"
+
+
 _ARG = re.compile(r"(\w+)=(\S+)")
 
 

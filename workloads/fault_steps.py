@@ -23,6 +23,7 @@ from typing import Any
 
 from actors.runtime.api import ClusterRuntime, StepFailed
 from observability import events
+from observability.fault_rows import link_target, partition_target
 from observability.states import UNKNOWN
 
 from .scenario.step_spec import LOSSY_CRASHES, FaultArgs, TriggerArgs
@@ -182,8 +183,11 @@ class FaultSteps:
         self.made[a.id] = (a.kind, tuple(nodes[ref] for ref in (a.node, a.to) if ref is not None))
 
     def _skip(self, a: FaultArgs, why: str) -> None:
-        target = a.node if a.groups is None else "|".join(",".join(g) for g in a.groups)
-        self.runtime.record(events.FaultSkipped(a.kind, f"{target}->{a.to}" if a.to else str(target), why))
+        if a.groups is not None:
+            target = partition_target(a.groups)
+        else:
+            target = link_target(a.node, a.to) if a.to else str(a.node)
+        self.runtime.record(events.FaultSkipped(a.kind, target, why))
         self.made[a.id] = None
 
     def _restart_if_down(self, node: str) -> None:

@@ -26,16 +26,6 @@ from tests import datadriven
 SCRIPTS = Path(__file__).parent / "testdata" / "partition_change"
 
 
-def _ids(text: str) -> tuple[int, ...]:
-    return () if text in ("", "-") else tuple(int(b) for b in text.split(","))
-
-
-def _flag(text: str) -> bool:
-    if text not in ("true", "false"):
-        raise datadriven.ScriptError(f"expected true or false, got {text!r}")
-    return text == "true"
-
-
 def _printed(p: PartitionRecord) -> str:
     return (f"replicas={p.replicas} isr={p.isr} elr={p.elr} lkelr={p.last_known_elr} leader={p.leader} "
             f"leader_epoch={p.leader_epoch} partition_epoch={p.partition_epoch} recovery={p.leader_recovery_state} "
@@ -52,18 +42,18 @@ class PartitionChangeScript:
         a = case.args
         if case.command == "partition":
             self.partition = PartitionRecord(
-                "foo", 0, _ids(case.arg("replicas")), _ids(case.arg("isr")), _ids(a.get("elr", "")), _ids(a.get("lkelr", "")),
+                "foo", 0, datadriven.ids(case.arg("replicas")), datadriven.ids(case.arg("isr")), datadriven.ids(a.get("elr", "")), datadriven.ids(a.get("lkelr", "")),
                 None if a.get("leader", "-") == "-" else int(a["leader"]), int(a.get("leader_epoch", "100")),
                 int(a.get("partition_epoch", "200")), a.get("recovery", "RECOVERED"),
-                adding_replicas=_ids(a.get("adding", "")), removing_replicas=_ids(a.get("removing", "")))
+                adding_replicas=datadriven.ids(a.get("adding", "")), removing_replicas=datadriven.ids(a.get("removing", "")))
             return _printed(self.partition)
         if case.command == "brokers":
-            fenced, shutting_down = set(_ids(a.get("fenced", ""))), set(_ids(a.get("shutting_down", "")))
-            self.brokers = {b: BrokerRegistration(b, 10 + b, None, b in fenced, b in shutting_down) for b in _ids(case.arg("ids"))}
+            fenced, shutting_down = set(datadriven.ids(a.get("fenced", ""))), set(datadriven.ids(a.get("shutting_down", "")))
+            self.brokers = {b: BrokerRegistration(b, 10 + b, None, b in fenced, b in shutting_down) for b in datadriven.ids(case.arg("ids"))}
             return ""
         if case.command == "policy":
-            self.policy = ChangePolicy(int(case.arg("min_isr")), _flag(a.get("elr", "true")), _flag(a.get("unclean", "false")),
-                                       _flag(a.get("last_known_leader", "false")))
+            self.policy = ChangePolicy(int(case.arg("min_isr")), datadriven.flag(a.get("elr", "true")), datadriven.flag(a.get("unclean", "false")),
+                                       datadriven.flag(a.get("last_known_leader", "false")))
             return ""
         if case.command == "change":
             if self.partition is None:
@@ -71,12 +61,12 @@ class PartitionChangeScript:
             new = change_partition(
                 self.partition, self.brokers, self.policy, reason=case.arg("reason"),
                 remove=int(a["remove"]) if "remove" in a else None,
-                target_isr=_ids(a["isr"]) if "isr" in a else None,
-                unclean_shutdown=frozenset(_ids(a.get("unclean_shutdown", ""))),
+                target_isr=datadriven.ids(a["isr"]) if "isr" in a else None,
+                unclean_shutdown=frozenset(datadriven.ids(a.get("unclean_shutdown", ""))),
                 election=a.get("election", "clean"))
             if new is None:
                 return "no change"
-            if _flag(a.get("apply", "false")):
+            if datadriven.flag(a.get("apply", "false")):
                 self.partition = replace(new, election=None)
             return _printed(new)
         raise datadriven.ScriptError(f"{case.where()}: unknown command {case.command!r}")

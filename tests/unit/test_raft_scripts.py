@@ -41,11 +41,7 @@ CONFIG_KEYS = {name: type(default) for name, default in vars(RaftConfig()).items
 
 
 def _value(text: str, kind: type):
-    if kind is bool:
-        if text not in ("true", "false"):
-            raise datadriven.ScriptError(f"expected true or false, got {text!r}")
-        return text == "true"
-    return kind(text)
+    return datadriven.flag(text) if kind is bool else kind(text)
 
 
 def _records(first: int, count: int) -> list[TopicRecord]:

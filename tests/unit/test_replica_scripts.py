@@ -41,10 +41,6 @@ EPOCHS = {1: 10, 2: 20, 3: 30, 4: 40}
 RESERVED = {"replicas", "isr", "leader_epoch", "partition_epoch", "records", "min_isr", "at"}
 
 
-def _ids(text: str) -> tuple[int, ...]:
-    return () if text in ("", "-") else tuple(int(b) for b in text.split(","))
-
-
 class Env:
     """Broker 1 around the replica."""
 
@@ -83,7 +79,7 @@ class ReplicaScript:
             if records:
                 log.append(RecordBatch.of(pack([f"v{i}" for i in range(records)]), records).stamped(0, epoch - 1), Output())
             self.replica = PartitionReplica(self.env, "t", 0, log, 0)
-            self.record = PartitionRecord("t", 0, _ids(case.arg("replicas")), _ids(case.arg("isr")), (), (), 1, epoch,
+            self.record = PartitionRecord("t", 0, datadriven.ids(case.arg("replicas")), datadriven.ids(case.arg("isr")), (), (), 1, epoch,
                                           int(a.get("partition_epoch", "1")))
             self.replica.become_leader(self.record, now, out)
         elif self.replica is None:
