@@ -129,6 +129,7 @@ COLUMN_TYPES: dict[str, str] = {
     "idempotent": "bool",
     "drop": "float64",
     "delay_ms": "float64",
+    "for_ms": "float64",  # load_paused: how long the load offers nothing
     "backend": "string",
     "ray_node": "string",
     "pid": "int64",
@@ -363,11 +364,17 @@ class ListOffsetsAnswer(NamedTuple):
 
 @event("consumer_done")
 class ConsumerDone(NamedTuple):
-    """A load consumer stopped at the end of the run: `complete` when it had read every partition
-    up to the HWM of the end of the run (the `unseen` check needs consumers that ran to the end)."""
+    """A load consumer stopped at the end of the run, one row per partition it followed:
+    `offset`, the next offset it would have read there (every committed record below it was
+    delivered to it), and `complete` when that reached the partition's HWM as the catch-up began
+    (the `unseen` check needs consumers that ran to the end, and judges only the records below
+    the offsets they reached: one committed after they stopped was never offered to them)."""
 
     consumer: str
     complete: bool
+    topic: str | None = None
+    partition: int | None = None
+    offset: int | None = None
 
 
 # --- the committed metadata (reported by every controller voter as it commits) ------------------
@@ -1009,6 +1016,14 @@ class LoadStarted(NamedTuple):
 @event("load_finished")
 class LoadFinished(NamedTuple):
     generated: int
+
+
+@event("load_paused")
+class LoadPaused(NamedTuple):
+    """A load producer offers no record for `for_ms` (the `pause_load` step: an idle period of
+    the open-loop load), then goes on at its rate."""
+
+    for_ms: float
 
 
 @event("load_throttled")

@@ -9,7 +9,7 @@ same counts on the library's histories. Counts only, per anomaly name:
 - record anomalies, per identity (producer, sequence): `lost-write` (acknowledged ok, absent from
   the final read), `duplicate` (at two places of the reads: the final read and the consumers'), `uncommitted-read` (read, absent
   from the final read), `unseen` (acknowledged, committed, never read; judged only when the run's
-  consumers followed it to the end), `aborted-read` (failed, never acknowledged, read or in the
+  consumers followed it to the end, and below the offsets they reached), `aborted-read` (failed, never acknowledged, read or in the
   final read);
 - `inconsistent-offsets`: a (topic, partition, offset) holding different records across the
   consumers' reads and the final read, counted in the distinct records found at such offsets;
@@ -126,6 +126,7 @@ def _record_anomalies(by_kind, final: list[dict], incomplete: set) -> tuple[dict
         places[identity].add((r["topic"], r["partition"], r["offset"]))
         judged.add(identity)
     unseen_judged = _consumers_ran_to_the_end(by_kind, final)
+    reach = _consumers_reach(by_kind)
     counts = dict.fromkeys(("lost-write", "duplicate", "uncommitted-read", "unseen", "aborted-read"), 0)
     allowed = dict.fromkeys(("lost-write", "duplicate"), 0)
     for identity in judged:
@@ -138,7 +139,7 @@ def _record_anomalies(by_kind, final: list[dict], incomplete: set) -> tuple[dict
         allowed["lost-write"] += lost and not is_read and identity in weakly_acked
         allowed["duplicate"] += duplicate and identity[0] in retrying_producers
         counts["uncommitted-read"] += is_read and not in_final
-        counts["unseen"] += unseen_judged and is_acked and in_final and not is_read
+        counts["unseen"] += unseen_judged and is_acked and in_final and not is_read and _within_reach(reach, places[identity])
         counts["aborted-read"] += identity in failed and not is_acked and (in_final or is_read)
     return counts, allowed
 
@@ -166,6 +167,25 @@ def _consumers_ran_to_the_end(by_kind, final: list[dict]) -> bool:
                 ends[(r["topic"], r["partition"], r["consumer"])].add("last")
     covered = {(t, p) for (t, p, _), seen in ends.items() if len(seen) == 2}
     return covered >= set(bounds)
+
+
+def _consumers_reach(by_kind) -> dict[tuple, int]:
+    """Per (topic, partition), the furthest offset a load consumer reached there by the end
+    (`consumer_done`'s `offset`): a record at or beyond it was committed after every consumer had
+    stopped, never offered to them, and is not unseen (analysis/anomalies.py, `consumers_reach`)."""
+    reach: dict[tuple, int] = {}
+    for r in by_kind["consumer_done"]:
+        if r["topic"] is not None and r["offset"] is not None:
+            key = (r["topic"], r["partition"])
+            reach[key] = max(reach.get(key, 0), r["offset"])
+    return reach
+
+
+def _within_reach(reach: dict[tuple, int], places: set[tuple]) -> bool:
+    """Whether a record of the final read at `places` is below what the consumers reached at one
+    of them (a partition no `consumer_done` row names, as in histories of one row per consumer:
+    yes)."""
+    return any(reach.get((topic, partition)) is None or offset < reach[(topic, partition)] for topic, partition, offset in places)
 
 
 def _inconsistent_offsets(consumes: list[dict], final: list[dict], incomplete: set) -> int:

@@ -52,6 +52,9 @@ class Trigger:
 
 # The undo actions of a generated schedule's faults: `undo: ID` (that fault) or `undo: all`.
 UNDO_ONE, UNDO_ALL = "undo", "undo_all"
+# An idle period of the load in a generated schedule (a swarm phase's): a `pause_load` step, undone
+# by nothing (it ends by itself); planned as a fault so that a minimizer may take it out.
+PAUSE_LOAD = "pause_load"
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,8 @@ class PlannedFault:
         first = self.fault.describe() + (f"  {self.trigger.describe()}" if self.trigger is not None else "")
         if not self.generated:
             return [first, self.undo.describe()]
+        if self.fault.action == PAUSE_LOAD:
+            return [first, f"{self.undo.at_ms:>9.0f} ms  {'load resumes':<13s}"]
         what = "all" if self.undo.action == UNDO_ALL else (self.fault.nodes or self.fault.groups)
         return [first, f"{self.undo.at_ms:>9.0f} ms  {'undo':<13s} {what}"]
 

@@ -38,7 +38,7 @@ from .scenario.step_spec import (
 )
 
 SHUTDOWN_TIMEOUT_MS = 60_000.0
-PROTOCOL_STEPS = ("produce", "consume", "load", "list_offsets", *api.ADMIN_STEPS)
+PROTOCOL_STEPS = ("produce", "consume", "load", "pause_load", "list_offsets", *api.ADMIN_STEPS)
 
 
 @dataclass(frozen=True)
@@ -190,6 +190,8 @@ def protocol_command(kind: str, args: Any) -> api.ProtocolCommand:
             return api.Load(args.producers, args.consumers, args.rate_per_s, args.message_bytes, args.acks, topics, args.duration_ms, args.idempotence(),
                             args.config.buffer_memory, args.config.max_block_ms, args.config.delivery_timeout_ms,
                             args.config.linger_ms, args.config.batch_size)
+        case "pause_load":
+            return api.PauseLoad(float(args))
         case "list_offsets":
             topic, p = split_partition_ref(args.partition)
             expected = args.expect

@@ -129,13 +129,18 @@ class ConsumerNode:
         out.send(Envelope(self.node_id, f"b{broker}", ListOffsetsRequest(self.next_request_id, topic, partition)))
         return self._finish(out)
 
-    def stop_following(self, complete: bool) -> Output:
-        """A local call at the end of a run: stop every reading; `complete` tells the history
-        whether this consumer had read everything committed by then (`consumer_done`)."""
+    def stop_following(self, caught_up: dict[tuple[str, int], bool]) -> Output:
+        """A local call at the end of a run: stop every reading; for each partition of
+        `caught_up` (every partition of the run), the history learns how far this consumer read
+        there and whether it had read everything committed by then (`consumer_done`)."""
         out = Output()
+        reached: dict[tuple[str, int], int] = {}
         for r in self.readings.values():
             r.done = True
-        out.emit(ConsumerDone(self.node_id, complete))
+            key = (r.command.topic, r.command.partition)
+            reached[key] = max(reached.get(key, 0), r.position)
+        for (topic, partition), complete in sorted(caught_up.items()):
+            out.emit(ConsumerDone(self.node_id, complete, topic, partition, reached.get((topic, partition), 0)))
         return out
 
     def final_read_unreachable(self, topic: str, partition: int, broker: int) -> Output:

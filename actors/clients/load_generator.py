@@ -11,10 +11,10 @@ record that waited too long through the producer's `_failed`, as KafkaProducer.s
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from actors.contract import Output
-from observability.events import LoadFinished, LoadStarted, LoadThrottled, ProduceSend
+from observability.events import LoadFinished, LoadPaused, LoadStarted, LoadThrottled, ProduceSend
 
 from .produce_state import (
     ACKS_NAMES,
@@ -70,6 +70,23 @@ class LoadPlan:
     # ask for the same instant again, for ever).
     rounds: int = 0
     next_round_ms: float = 0.0
+    # Idle periods (the `pause_load` step): [from, to) spans in which no record comes due; the
+    # open-loop schedule counts only the time outside them, so the load resumes at its rate
+    # without a burst of what the pause did not offer. In time order, not overlapping.
+    pauses: list[tuple[float, float]] = field(default_factory=list)
+
+    def active_ms(self, now_ms: float) -> float:
+        """The time since `start_ms` outside the pauses."""
+        paused = sum(max(0.0, min(now_ms, to) - max(self.start_ms, since)) for since, to in self.pauses)
+        return now_ms - self.start_ms - paused
+
+    def pause(self, now_ms: float, until_ms: float) -> None:
+        """No record comes due from now until `until_ms` (a pause still on is extended)."""
+        if self.pauses and self.pauses[-1][1] > now_ms:
+            since, to = self.pauses[-1]
+            self.pauses[-1] = (since, max(to, until_ms))
+        else:
+            self.pauses.append((now_ms, until_ms))
 
     def advance_rounds(self, now_ms: float) -> None:
         """Make `next_round_ms` the first round of the grid strictly after `now_ms`."""
@@ -128,7 +145,7 @@ class LoadGeneration:
             outstanding = self.queued_records + sum(len(b.records) for b in self.in_flight.values())
             due = plan.buffer_records - outstanding if plan.until_ms is None or now_ms < plan.until_ms else 0
         else:
-            due = int((end - plan.start_ms) * plan.rate_per_s / 1000.0) + 1 - plan.generated
+            due = int(plan.active_ms(end) * plan.rate_per_s / 1000.0) + 1 - plan.generated
             if plan.blocked is not None:
                 self._unblock(plan, now_ms, False, out)
         pad = "x" * max(0, plan.message_bytes - 16)
@@ -202,6 +219,16 @@ class LoadGeneration:
         else:
             return
         plan.blocked = None
+
+    def pause_load(self, now_ms: float, for_ms: float) -> Output:
+        """A local call (the `pause_load` step): the load offers no record for `for_ms`, an idle
+        period of the open-loop load, then goes on at its rate. Records already offered go on
+        (batches in flight, retries)."""
+        out = Output()
+        if self.load is not None and self.load.rate_per_s is not None:
+            self.load.pause(now_ms, now_ms + for_ms)
+            out.emit(LoadPaused(for_ms))
+        return self._finish(out)
 
     def stop_load(self, now_ms: float, out: Output) -> None:
         """No more records from the background load (its duration is over, or the run is)."""

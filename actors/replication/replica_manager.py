@@ -332,8 +332,13 @@ class ReplicaManager:
     # --- fetching from leaders -------------------------------------------------------------------
 
     def _send_fetch(self, f: Fetcher, now_ms: float, out: Output) -> None:
+        # Nothing to fetch yet (no broker epoch, no replica of the partitions followed): back off,
+        # as Kafka's fetcher thread does with no active partition (AbstractFetcherThread.maybeFetch:
+        # "Back off for fetchBackOffMs"). A back-off left in the past would wake the broker again
+        # and again at the same instant.
         if not f.partitions or self.env.broker_epoch is None:
             f.sent_ms = None
+            f.next_fetch_ms = now_ms + REPLICA_FETCH_BACKOFF_MS
             return
         session = f.session
         positions = []
@@ -346,6 +351,7 @@ class ReplicaManager:
                     positions.append(session.sent.setdefault(key, replica.fetch_position()))
             if not positions:
                 f.sent_ms = None
+                f.next_fetch_ms = now_ms + REPLICA_FETCH_BACKOFF_MS
                 return
         else:
             for key in session.changed:

@@ -168,7 +168,12 @@ class CreatePartitions:
 
 AdminCommand = Elect | Reassign | CancelReassignment | AlterConfig | CreateTopic | DeleteTopic | CreatePartitions
 ADMIN_STEPS = ("elect", "reassign", "cancel_reassignment", "alter_config", "create_topic", "delete_topic", "create_partitions")
-ProtocolCommand = Produce | Consume | Load | ListOffsets | AdminCommand
+@dataclass(frozen=True)
+class PauseLoad:
+    for_ms: float  # the load producers offer nothing this long
+
+
+ProtocolCommand = Produce | Consume | Load | PauseLoad | ListOffsets | AdminCommand
 
 
 # --- fault schedules ------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from actors.clients.consumer import ConsumeCommand
 from actors.clients.produce_state import ACKS, ProduceCommand
-from actors.runtime.api import Consume, ListOffsets, Load, Produce, StepFailed
+from actors.runtime.api import Consume, ListOffsets, Load, PauseLoad, Produce, StepFailed
 from observability.events import LoadStep, ProduceDone
 from observability.states import UNKNOWN
 
@@ -135,6 +135,13 @@ class Clients:
                 cluster.invoke(name, lambda role, now, cmd=cmd: role.submit(cmd, now))
         self.cluster.record(LoadStep(args.producers, args.consumers, args.rate_per_s, len(partitions)))
 
+    def pause_load(self, args: PauseLoad) -> None:
+        """An idle period of the background load: every load producer offers nothing for
+        `args.for_ms` (a `load_paused` row each), then goes on at its rate."""
+        for name in self.producers:
+            if name.startswith("load-producer-"):
+                self.cluster.invoke(name, lambda role, now: role.pause_load(now, args.for_ms))
+
     # --- the epilogue: completing the history ---------------------------------------------------
 
     def finish(self) -> None:
@@ -175,13 +182,14 @@ class Clients:
                         unknown.discard((t, p))
             return not unknown
 
-        def caught_up(name: str) -> bool:
+        def caught_up_with(name: str) -> dict[tuple[str, int], bool]:
             read_to = self.view.read_to.get(name, {})
-            return learn_targets() and all(read_to.get(key, 0) >= end for key, end in target.items())
+            known = learn_targets()
+            return {key: known and key in target and read_to.get(key, 0) >= target[key] for key in partitions}
 
-        self.cluster.run_until(lambda: all(caught_up(n) for n in self.load_consumers), CATCH_UP_MS)
+        self.cluster.run_until(lambda: all(all(caught_up_with(n).values()) for n in self.load_consumers), CATCH_UP_MS)
         for name in self.load_consumers:
-            done = caught_up(name)
+            done = caught_up_with(name)
             self.cluster.invoke(name, lambda role, now, done=done: role.stop_following(done))
 
     def _final_read(self, partitions: list[tuple[str, int]]) -> None:

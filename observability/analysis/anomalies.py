@@ -3,7 +3,7 @@
 Every check reads record identities, (`producer`, `sequence`), out of four kinds of rows:
 `produce_ack` (outcomes), `consume` (what consumers read), `final_read` (the committed log at the
 end), `consumer_seek` (where a consumer started reading) and `consumer_done` (whether load
-consumers caught up at the end). The four record anomalies
+consumers caught up at the end, and how far they read). The four record anomalies
 are filters of one aggregation per record (`HistoryViews.records`); the offset and poll anomalies
 are one aggregation and one window each. Shallow plans with numeric aggregates: Spark aggregates
 numbers by hashing, but sorts every row to take the `min` of a struct or to collect a set, which
@@ -216,9 +216,29 @@ def _record_example(name: str, identity: tuple, rows: dict[str, list[tuple]]) ->
     return example
 
 
-def record_anomalies(views: HistoryViews, unseen_runs: list[str]) -> tuple[dict[str, Anomaly], dict[str, dict[str, Any]]]:
+def consumers_reach(history: DataFrame) -> DataFrame:
+    """Per (run, topic, partition), the furthest offset a load consumer reached by the end
+    (`consumer_done`'s `offset`, as `reach`): a record at or beyond it was committed after every
+    consumer had stopped, never offered to them, and is not unseen. A few rows per run."""
+    done = history.where((F.col("kind") == "consumer_done") & F.col("topic").isNotNull() & F.col("offset").isNotNull())
+    return done.groupBy(*PLACE).agg(F.max("offset").alias("reach"))
+
+
+def unseen_within_reach(views: HistoryViews, candidates: DataFrame, reach: DataFrame) -> DataFrame:
+    """Of `candidates` (IDENTITY: acknowledged, committed, never read), those with a place of the
+    final read below the consumers' reach there, or in a partition no reach names (a history of
+    one `consumer_done` row per consumer). Run only when some candidate exists: the candidates are
+    few, the final read's rows are joined with them (a semi-join) and then with the small reach."""
+    places = views.final.join(candidates, IDENTITY, "left_semi")
+    return (places.join(F.broadcast(reach), PLACE, "left")
+            .where(F.col("reach").isNull() | (F.col("offset") < F.col("reach")))
+            .select(*IDENTITY).distinct())
+
+
+def record_anomalies(views: HistoryViews, unseen_runs: list[str], reach: DataFrame | None = None
+                     ) -> tuple[dict[str, Anomaly], dict[str, dict[str, Any]]]:
     """lost-write, duplicate, uncommitted-read and unseen (this one only in `unseen_runs`, see
-    `consumers_ran_to_the_end`), and per run the record figures of checks.json's stats
+    `consumers_ran_to_the_end`, and only below the consumers' `reach`), and per run the record figures of checks.json's stats
     (`final_read`: distinct records in the final read; `lost_by_acks`: lost writes by the `acks`
     setting of their acknowledgement, or of their send when the acknowledgement has none): one job
     for every count, one per anomaly found for its first identities, one for their details."""
@@ -248,8 +268,12 @@ def record_anomalies(views: HistoryViews, unseen_runs: list[str]) -> tuple[dict[
                 per_run[name][r["run"]] = per_run[name].get(r["run"], 0) + int(r[name])
     for s in stats.values():
         s["lost_by_acks"] = dict(sorted(s["lost_by_acks"].items(), key=lambda kv: _spark_order((kv[0],))))
-    shown = {name: [tuple(x) for x in records.where(cond).orderBy(*IDENTITY).limit(EXAMPLES).select(*IDENTITY).collect()]
-             for name, cond in conditions.items() if per_run[name]}
+    selected = {name: records.where(cond).select(*IDENTITY) for name, cond in conditions.items()}
+    if per_run["unseen"] and reach is not None:
+        selected["unseen"] = unseen_within_reach(views, selected["unseen"], reach).cache()
+        per_run["unseen"] = {r["run"]: int(r["n"]) for r in selected["unseen"].groupBy("run").agg(F.count(F.lit(1)).alias("n")).collect()}
+    shown = {name: [tuple(x) for x in selected[name].orderBy(*IDENTITY).limit(EXAMPLES).collect()]
+             for name in conditions if per_run[name]}
     details = _details(views, sorted({i for ids in shown.values() for i in ids}))
     found = {}
     for name in conditions:
@@ -365,8 +389,10 @@ def consumers_ran_to_the_end(history: DataFrame, views: HistoryViews, runs: list
     """Per run, whether `unseen` can be checked there: whether its consumers ran to the end, so
     that a record nobody consumed is not just one nobody was there to read.
 
-    - A run with `consumer_done` rows (kraftlab's load consumers): when every one said at the end
-      of the run that it had read every partition up to the committed end.
+    - A run with `consumer_done` rows (kraftlab's load consumers, a row per consumer and
+      partition): when every one said at the end of the run that it had read every partition up
+      to the committed end (then `unseen` judges the records below the offsets they reached,
+      `consumers_reach`).
     - Otherwise (a history of consume steps, or one written by another tool from docs/reference):
       when every partition of the final read was read from its first offset to its last by some
       consumer: it was there from the start to the end (a record it skipped on the way is unseen,
@@ -374,7 +400,8 @@ def consumers_ran_to_the_end(history: DataFrame, views: HistoryViews, runs: list
     Runs with neither are absent (not checked)."""
     done_rows = history.where(F.col("kind") == "consumer_done")
     done = done_rows.groupBy("run").agg(
-        F.count(F.lit(1)).alias("n"), F.sum(F.when(F.col("complete"), 0).otherwise(1)).alias("incomplete")).collect()
+        F.countDistinct("consumer").alias("n"),
+        F.countDistinct(F.when(~F.col("complete"), F.col("consumer"))).alias("incomplete")).collect()
     verdicts = {}
     for d in done:
         if d["incomplete"]:
@@ -433,7 +460,7 @@ def find_anomalies(history: DataFrame, views: HistoryViews, runs: list[str]
     stats (`record_anomalies`). `history`: rows of the history holding at least its
     `consumer_done` and `consumer_seek` rows (loading.History.control); `runs`: the run ids."""
     unseen_rule = consumers_ran_to_the_end(history, views, runs)
-    found, record_stats = record_anomalies(views, sorted(r for r, (ok, _) in unseen_rule.items() if ok))
+    found, record_stats = record_anomalies(views, sorted(r for r, (ok, _) in unseen_rule.items() if ok), consumers_reach(history))
     found["inconsistent-offsets"] = inconsistent_offsets(views)
     steps = poll_steps(views, history).cache()
     found["nonmonotonic-poll"] = nonmonotonic_poll(steps)

@@ -6,10 +6,10 @@ import pytest
 
 from actors.contract import Envelope, Output
 from actors.runtime.network import LatencyModel
-from actors.runtime.sim.simulator import SimConfig, Simulator
+from actors.runtime.sim.simulator import SimConfig, Simulator, TimeStalled
 from storage.modes import StorageMode
 
-from .toy_roles import Note, Recorder, Sender
+from .toy_roles import Note, Recorder, Sender, StuckTimer
 
 
 def chatter(seed: int, *, count: int = 200) -> Simulator:
@@ -223,3 +223,11 @@ def test_the_invariant_hook_runs_after_every_event_and_records_violations():
     v = sim.violations["AtMostTwo"]
     assert v.detail == "b got 3 messages" and v.count == 2
     assert v.at_ms == received(sim, "b")[2][0]
+
+
+def test_a_role_that_keeps_asking_to_be_woken_now_stops_the_run_with_its_name_instead_of_hanging():
+    sim = Simulator(SimConfig(seed=1))
+    sim.add_host("x", StorageMode.PAGE_CACHE)
+    sim.add_node("x", "x", StuckTimer)
+    with pytest.raises(TimeStalled, match=r"virtual time stopped at 5\.000 ms: .* woken again and again: x"):
+        sim.run_until(1_000)

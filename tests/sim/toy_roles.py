@@ -101,3 +101,20 @@ class AckingWriter:
 
     def tick(self, now_ms):
         return Output()
+
+
+class StuckTimer:
+    """A role whose deadline stays in the past once it is due: woken, it asks to be woken at the
+    same instant again (the kind of liveness bug the simulator's stall guard reports)."""
+
+    def __init__(self, ctx: StartContext) -> None:
+        self.node_id = ctx.node_id
+
+    def start(self, now_ms: float) -> Output:
+        return Output(next_deadline_ms=now_ms + 5.0)
+
+    def handle(self, env: Envelope, now_ms: float) -> Output:
+        return Output()
+
+    def tick(self, now_ms: float) -> Output:
+        return Output(next_deadline_ms=now_ms)

@@ -63,8 +63,14 @@ class History:
         """Where `consumer` starts reading (kraftlab's consumers write one at each reading's start)."""
         return self.add(consumer, ConsumerSeek(consumer, topic, partition, offset))
 
-    def consumer_done(self, consumer: str = LOAD_CONSUMER, complete: bool = True) -> History:
-        return self.add(consumer, ConsumerDone(consumer, complete))
+    def consumer_done(self, consumer: str = LOAD_CONSUMER, complete: bool = True, reached: int | None = None,
+                      topic: str = "t", partition: int = 0) -> History:
+        """`consumer` stopped at the end; with `reached`, the row of one partition as kraftlab's
+        load consumers write it (the next offset it would have read there), else one row of the
+        consumer alone."""
+        if reached is None:
+            return self.add(consumer, ConsumerDone(consumer, complete))
+        return self.add(consumer, ConsumerDone(consumer, complete, topic, partition, reached))
 
     def final(self, first_offset: int, seqs, topic: str = "t", partition: int = 0, broker: int = 1) -> History:
         return self.add(STEP_CONSUMER, FinalRead(topic, partition, "leader", broker, first_offset, PRODUCER, tuple(seqs), first_offset, 7))

@@ -213,6 +213,18 @@ def test_unseen_when_the_consumers_ran_to_the_end(spark, tmp_path):
     assert checks["anomalies"]["unseen"]["examples"] == [{"producer": "p1", "sequence": 4, "topic": "t", "partition": 0, "offset": 4}]
 
 
+def test_unseen_judges_only_what_the_consumers_reached(spark, tmp_path):
+    """Records 3 and 4 were committed after the load consumer stopped at offset 3 (an acks=1
+    record acknowledged before the catch-up began, committed as it ended): never offered to it,
+    not unseen. A record below where it stopped that it never read (1: it jumped from 0 to 2) is."""
+    h = (produced().consume(LOAD_CONSUMER, 0, [0]).consume(LOAD_CONSUMER, 2, [2]).consumer_done(reached=3)
+         .final(0, range(5)).final_done())
+    checks = analyze(spark, h, tmp_path)
+    assert counts(checks) == {**only("unseen", 1), "poll-skip": 1}
+    assert checks["anomalies"]["unseen"]["examples"] == [{"producer": "p1", "sequence": 1, "topic": "t", "partition": 0, "offset": 1}]
+    assert checks["stats"]["unseen_checked"]["checked"] is True
+
+
 @pytest.mark.parametrize("complete", [False, None], ids=["consumer-behind", "no-load-consumer"])
 def test_unseen_is_not_checked_unless_the_consumers_ran_to_the_end(spark, tmp_path, complete):
     checks = analyze(spark, unread_last_record(complete), tmp_path)

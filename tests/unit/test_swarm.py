@@ -48,13 +48,15 @@ def test_phases_cover_the_safety_phase_and_draw_within_the_ranges():
             assert SPEC.outage_ms[0] <= phase.outage_ms[0] <= phase.outage_ms[1] <= SPEC.outage_ms[1]
         for f in faults:
             assert 0 <= f.fault.at_ms < 30_000 and f.fault.at_ms <= f.undo.at_ms <= 30_000
-            assert f.fault.action.removeprefix("crash_") in ("os", "process", "isolate", "partition", "link")
+            assert f.fault.action.removeprefix("crash_") in ("os", "process", "isolate", "partition", "link", "pause_load")
 
 
 def test_faults_aim_at_roles_as_selectors_and_follow_their_trigger_s_partition():
+    """Single faults (no compound ones, no holds: below) aim at the phase's roles."""
     roles, triggered = set(), 0
+    spec = SwarmSpec(patterns=[], hold=0)
     for seed in SEEDS:
-        mix, faults = schedule(seed)
+        mix, faults = schedule(seed, spec)
         for f in faults:
             [phase] = [p for p in mix.phases if p.start_ms <= f.fault.at_ms < p.end_ms]
             for node in f.fault.nodes:
@@ -76,7 +78,7 @@ def test_faults_aim_at_roles_as_selectors_and_follow_their_trigger_s_partition()
 
 def test_a_disk_loss_hits_brokers_only():
     spec = SwarmSpec(kinds=["crash_disk"])
-    disks = [f.fault.nodes[0] for seed in SEEDS for f in schedule(seed, spec)[1]]
+    disks = [f.fault.nodes[0] for seed in SEEDS for f in schedule(seed, spec)[1] if f.fault.action == "crash_disk"]
     assert disks and all(n in BROKERS or n.split(":")[0] in BROKER_ROLES for n in disks)
 
 
@@ -110,16 +112,83 @@ def test_most_seeds_keep_their_lossy_broker_crashes_within_the_protocol_s_tolera
     for seed in SEEDS:
         mix, faults = draw_swarm(spec, seed, 30_000, BROKERS, CONTROLLERS, PARTITIONS, min_isr=2)
         for f in faults:
-            on_a_broker = f.fault.nodes[0] in BROKERS or f.fault.nodes[0].split(":")[0] in BROKER_ROLES
+            on_a_broker = bool(f.fault.nodes) and (f.fault.nodes[0] in BROKERS or f.fault.nodes[0].split(":")[0] in BROKER_ROLES)
             expected = mix.lossy_budget if f.fault.action == "crash_os" and on_a_broker else None
             assert f.lossy_budget == expected, (seed, f)
-            if expected is not None:  # aimed at the sole in-sync holder
-                assert f.fault.nodes[0].startswith(SOLE_HOLDER + ":"), f
+            if expected is not None:  # aimed at the sole in-sync holder, or a clog_then_kill's follower
+                assert f.fault.nodes[0].startswith((SOLE_HOLDER + ":", "partition-follower:")), f
         # Within tolerance, each phase with a lossy kind on watches a partition's sole holder for the whole phase.
         watches = [f for f in faults if f.lossy_budget is not None and any(f.fault.at_ms == p.start_ms and f.undo.at_ms == p.end_ms
                                                                            for p in mix.phases)]
-        expected_watches = sum("crash_os" in p.kinds for p in mix.phases) if mix.lossy_budget is not None else 0
+        expected_watches = sum("crash_os" in p.kinds and not p.hold for p in mix.phases) if mix.lossy_budget is not None else 0
         assert len(watches) == expected_watches, (seed, watches)
         within += mix.lossy_budget == 1
         past += mix.lossy_budget is None
     assert within > 2 * past > 0 and within + past == len(SEEDS)
+
+
+def test_a_hold_phase_cuts_a_leader_off_for_its_whole_span_and_makes_no_other_fault():
+    held = 0
+    for seed in SEEDS:
+        mix, faults = schedule(seed)
+        for phase in (p for p in mix.phases if p.hold):
+            held += 1
+            # One fault starts in the phase (a crash of the phase before's clog_then_kill may spill
+            # into its first second), from shortly after its start to its end.
+            [cut] = [f for f in faults if phase.start_ms <= f.fault.at_ms < phase.end_ms and f.fault.action in ("isolate", "partition")]
+            assert not [f for f in faults if phase.start_ms + 1_000 < f.fault.at_ms < phase.end_ms]
+            assert cut.fault.at_ms <= phase.start_ms + 500 and cut.undo.at_ms == max(cut.fault.at_ms, phase.end_ms)
+            if cut.fault.action == "isolate":
+                leader = cut.fault.nodes[0]
+            else:
+                assert cut.fault.action == "partition" and len(cut.fault.groups[0]) == 1
+                leader = cut.fault.groups[0][0]
+            assert leader == "controller-leader" or leader.startswith("partition-leader:")
+    assert 0.2 * sum(len(draw_mix(SPEC, seed, 30_000)[0].phases) for seed in SEEDS) < held
+
+
+def test_a_majority_fault_strikes_most_of_the_controllers_or_of_the_brokers_at_once():
+    spec = SwarmSpec(kinds=["crash_os", "isolate"], patterns=["majority"], hold=0)
+    groups = 0
+    for seed in SEEDS:
+        _, faults = schedule(seed, spec)
+        by_time: dict[float, list[str]] = {}
+        for f in faults:
+            if f.fault.nodes and f.fault.nodes[0] in BROKERS + CONTROLLERS:
+                by_time.setdefault(f.fault.at_ms, []).append(f.fault.nodes[0])
+        for nodes in by_time.values():
+            if len(nodes) == 2:
+                groups += 1
+                assert set(nodes) <= set(BROKERS) or set(nodes) <= set(CONTROLLERS), nodes
+    assert groups > 100
+
+
+def test_clog_then_kill_slows_a_follower_s_link_then_crashes_it_while_the_link_is_slow():
+    spec = SwarmSpec(kinds=["crash_process"], patterns=["clog_then_kill"], hold=0)
+    pairs = 0
+    for seed in SEEDS:
+        _, faults = schedule(seed, spec)
+        clogs = [f for f in faults if f.fault.action == "link"]
+        for clog in clogs:
+            follower, leader = clog.fault.nodes
+            assert follower.split(":")[0] in ("partition-follower", "controller-follower")
+            assert leader == follower.replace("follower", "leader") and clog.fault.drop == 0
+            # Its crash, within a second: it ends, and what the follower sent before it arrives,
+            # before the link heals (or at the safety phase's end).
+            assert any(f.fault.action == "crash_process" and f.fault.nodes == (follower,)
+                       and clog.fault.at_ms <= f.fault.at_ms <= clog.fault.at_ms + 1_000
+                       and f.undo.at_ms <= clog.undo.at_ms and f.undo.at_ms - f.fault.at_ms <= 2_000 for f in faults)
+            pairs += 1
+    assert pairs > 100
+
+
+def test_an_idle_phase_pauses_the_load_for_its_whole_span():
+    idle = 0
+    for seed in SEEDS:
+        mix, faults = schedule(seed)
+        pauses = [(f.fault.at_ms, f.undo.at_ms) for f in faults if f.fault.action == "pause_load"]
+        assert pauses == [(p.start_ms, p.end_ms) for p in mix.phases if p.idle and p.end_ms > p.start_ms]
+        idle += len(pauses)
+        steps = fault_steps(faults, 30_000)
+        assert [s["pause_load"] for s in steps if "pause_load" in s] == [max(1, round(b) - round(a)) for a, b in pauses]
+    assert idle > 0.2 * sum(len(draw_mix(SPEC, seed, 30_000)[0].phases) for seed in SEEDS)

@@ -21,7 +21,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from workloads.faults import UNDO_ALL, FaultAction, FaultProfile, FaultSchedule, PlannedFault
+from workloads.faults import PAUSE_LOAD, UNDO_ALL, FaultAction, FaultProfile, FaultSchedule, PlannedFault
 from workloads.scenario.loading import Problem, ScenarioError, validate
 from workloads.scenario.schema import Scenario
 
@@ -115,6 +115,9 @@ def fault_steps(faults: list[PlannedFault], duration_ms: float) -> list[dict[str
         now = max(now, at)
         if not f.generated:
             steps.append(action_step(f.fault if starts else f.undo))
+        elif f.fault.action == PAUSE_LOAD:  # an idle period of the load: it ends by itself
+            if starts:
+                steps.append({"pause_load": max(1, int(round(f.undo.at_ms)) - at)})
         elif starts:
             fault = generated_fault(f.fault, index)
             span = int(round(f.undo.at_ms)) - at

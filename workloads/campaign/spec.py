@@ -103,6 +103,10 @@ LogRange = Annotated[list[Annotated[float, Field(gt=0)]], Field(min_length=2, ma
 IntRange = Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=2, max_length=2)]
 RoleName = Literal[ROLES]  # type: ignore[valid-type]
 SwarmTargets = Literal["all", "brokers", "controllers"]
+# Compound faults (workloads/campaign/swarm.py): Jepsen's `:majority` target, FoundationDB's
+# Rollback workload (clog a process, then kill it).
+PATTERNS = ("majority", "clog_then_kill")
+PatternName = Literal[PATTERNS]  # type: ignore[valid-type]
 
 
 class SwarmSpec(Strict):
@@ -137,6 +141,21 @@ class SwarmSpec(Strict):
         0.75, description="the share of seeds whose lossy crashes of brokers (an OS crash, losing the page cache; a disk "
         "loss) stay fewer than min.insync.replicas, within the protocol's tolerance, where every lost record is a finding; "
         "past the budget such a seed's broker crashes are process crashes"
+    )
+    patterns: list[PatternName] = Field(  # type: ignore[valid-type]
+        list(PATTERNS), description="compound faults a phase may make (each on or off per phase; [] none): majority (a crash "
+        "or isolation of a majority of the controllers, or of the brokers, at once: Jepsen's majority target), "
+        "clog_then_kill (a slow link from a node to a leader, then a crash of that node and its quick return while the "
+        "link stays slow: FoundationDB's Rollback workload)"
+    )
+    hold: Annotated[float, Field(ge=0, le=1)] = Field(
+        0.3, description="the share of phases that hold one fault for their whole span, and make no other: a leader (the "
+        "controllers' or a partition's) cut off from the rest, as Jepsen's partitions of the primaries"
+    )
+    idle: Annotated[float, Field(ge=0, le=1)] = Field(
+        0.3, description="the share of phases in which the load idles (its producers offer nothing, `pause_load`) from the "
+        "phase's start to its end: the idle periods of TigerBeetle's VOPR, when nothing new is committed and old messages "
+        "find the state they were sent in"
     )
     heal_all: Annotated[float, Field(ge=0, le=1)] = Field(
         0.33, description="the share of phases where the end of any fault's outage undoes every fault (heal all); in the "

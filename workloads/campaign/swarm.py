@@ -37,7 +37,7 @@ import random
 from dataclasses import dataclass, replace
 from typing import Any
 
-from workloads.faults import UNDO_ALL, UNDO_ONE, FaultAction, PlannedFault, Trigger
+from workloads.faults import PAUSE_LOAD, UNDO_ALL, UNDO_ONE, FaultAction, PlannedFault, Trigger
 from workloads.scenario.names import PARTITION_SELECTORS
 from workloads.scenario.step_spec import LOSSY_CRASHES, PARTITION_TRIGGERS
 
@@ -70,13 +70,21 @@ class Phase:
     mean_interval_ms: float
     outage_ms: tuple[float, float]  # each fault's outage, log-uniform in this range
     heal: str  # one: an outage's end undoes that fault; all: every fault
+    patterns: tuple[str, ...] = ()
+    pattern_share: float = 0.0  # the probability that a fault is one of `patterns` (when one fits its kind)
+    hold: bool = False  # the phase holds one fault, a leader cut off, for its span, and makes no other
+    idle: bool = False  # the load idles for the phase's span
 
     def describe(self) -> list[str]:
+        idle = ", the load idle" if self.idle else ""
+        if self.hold:
+            return [f"{self.start_ms:.0f}-{self.end_ms:.0f} ms: hold: a leader cut off for the whole phase, no other fault{idle}"]
         low, high = self.outage_ms
         return [f"{self.start_ms:.0f}-{self.end_ms:.0f} ms: kinds {', '.join(self.kinds)} on {self.targets}, a fault every "
-                f"{self.mean_interval_ms:.0f} ms on average, outages {low:.0f}-{high:.0f} ms, heal {self.heal}",
+                f"{self.mean_interval_ms:.0f} ms on average, outages {low:.0f}-{high:.0f} ms, heal {self.heal}{idle}",
                 f"    roles {', '.join(self.roles) or 'none'} (a fault aims at one with probability {self.role_share:.2f}); "
-                f"triggers {', '.join(self.triggers) or 'none'} (probability {self.trigger_share:.2f})"]
+                f"triggers {', '.join(self.triggers) or 'none'} (probability {self.trigger_share:.2f}); "
+                f"patterns {', '.join(self.patterns) or 'none'} (probability {self.pattern_share:.2f})"]
 
 
 @dataclass(frozen=True)
@@ -118,10 +126,16 @@ def draw_mix(spec: SwarmSpec, seed: int, duration_ms: float, min_isr: int = 1) -
         roles = some_of(rng, list(spec.roles))
         triggers = some_of(rng, list(spec.triggers))
         outages = sorted(log_uniform(rng, *spec.outage_ms) for _ in range(2))
-        phases.append(Phase(round(start, 1), round(end, 1), kinds, roles, round(rng.random(), 3) if roles else 0.0, triggers,
-                            round(rng.random(), 3) if triggers else 0.0, rng.choice(spec.targets),
-                            round(log_uniform(rng, *spec.interval_ms), 1), (round(outages[0], 1), round(outages[1], 1)),
-                            "all" if rng.random() < spec.heal_all else "one"))
+        role_share = round(rng.random(), 3) if roles else 0.0
+        trigger_share = round(rng.random(), 3) if triggers else 0.0
+        targets, interval = rng.choice(spec.targets), round(log_uniform(rng, *spec.interval_ms), 1)
+        heal = "all" if rng.random() < spec.heal_all else "one"
+        patterns = some_of(rng, list(spec.patterns))
+        pattern_share = round(rng.random(), 3) if patterns else 0.0
+        hold = rng.random() < spec.hold
+        idle = rng.random() < spec.idle
+        phases.append(Phase(round(start, 1), round(end, 1), kinds, roles, role_share, triggers, trigger_share, targets, interval,
+                            (round(outages[0], 1), round(outages[1], 1)), heal, patterns, pattern_share, hold, idle))
     return SwarmMix(seed, lossy_budget, tuple(phases)), rng
 
 
@@ -132,6 +146,11 @@ def draw_swarm(spec: SwarmSpec, seed: int, duration_ms: float, brokers: list[str
     nodes = {"all": brokers + controllers, "brokers": brokers, "controllers": controllers}
     faults: list[PlannedFault] = []
     for phase in mix.phases:
+        if phase.idle and phase.end_ms > phase.start_ms:
+            faults.append(PlannedFault(FaultAction(phase.start_ms, PAUSE_LOAD), FaultAction(phase.end_ms, UNDO_ONE), None, None))
+        if phase.hold:
+            faults.append(_hold(rng, phase, brokers + controllers, partitions))
+            continue
         lossy = [k for k in phase.kinds if k in LOSSY_CRASHES]
         if mix.lossy_budget is not None and lossy and partitions:
             # Within tolerance, the phase's lossy crash watches a partition's sole in-sync holder:
@@ -153,27 +172,107 @@ def draw_swarm(spec: SwarmSpec, seed: int, duration_ms: float, brokers: list[str
                 trigger = Trigger(state, rng.choice(partitions) if state in PARTITION_TRIGGERS and partitions else None,
                                   round(rng.uniform(*spec.trigger_window_ms)))
             pool = nodes[phase.targets] if kind != "crash_disk" else brokers
-            role = _role(rng, phase, kind, trigger, partitions)
-            fault = _fault(rng, spec, kind, round(t, 1), pool or brokers, role)
-            if fault is None:
-                continue
-            budget = None
-            if fault.action in LOSSY_CRASHES and _names_a_broker(fault.nodes[0]) and mix.lossy_budget is not None:
-                # Within tolerance, the phase's other lossy crashes of brokers lose nothing: they
-                # still shake the ISRs, which is how a sole holder comes about; one aimed at the
-                # sole holder keeps its kind and spends the budget as the watch does.
-                if fault.nodes[0].split(":")[0] == SOLE_HOLDER:
-                    budget = mix.lossy_budget
-                else:
-                    fault = replace(fault, action="crash_process")
             # Half within the phase's range, half over the whole range, so that every
             # phase has its tail of outages longer than every timeout, and of blips.
             outage = min(log_uniform(rng, *(spec.outage_ms if rng.random() < TAIL_SHARE else phase.outage_ms)), duration_ms - t)
             undo = FaultAction(round(t + outage, 1), UNDO_ONE if phase.heal == "one" else UNDO_ALL)
-            faults.append(PlannedFault(fault, undo, trigger, budget))
+            pattern = _pattern(rng, phase, kind)
+            if pattern == "majority":
+                group = controllers if phase.targets == "controllers" and kind != "crash_disk" else brokers
+                if phase.targets == "all" and kind != "crash_disk" and rng.random() < 0.5:
+                    group = controllers
+                for node in sorted(rng.sample(group, len(group) // 2 + 1)):
+                    fault = FaultAction(round(t, 1), kind, (node,))
+                    faults.append(_within_budget(PlannedFault(fault, undo, trigger, None), mix.lossy_budget))
+                continue
+            if pattern == "clog_then_kill":
+                faults += [_within_budget(f, mix.lossy_budget) for f in
+                           _clog_then_kill(rng, spec, kind, t, phase.targets, partitions, trigger, duration_ms)]
+                continue
+            role = _role(rng, phase, kind, trigger, partitions)
+            fault = _fault(rng, spec, kind, round(t, 1), pool or brokers, role)
+            if fault is None:
+                continue
+            faults.append(_within_budget(PlannedFault(fault, undo, trigger, None), mix.lossy_budget))
     faults.sort(key=lambda f: f.fault.at_ms)
     return mix, faults
 
+
+def _within_budget(planned: PlannedFault, lossy_budget: int | None) -> PlannedFault:
+    """Within tolerance, the phase's lossy crashes of brokers lose nothing: they still shake the
+    ISRs, which is how a sole holder comes about; one aimed at the sole holder keeps its kind and
+    spends the budget as the watch does, and so does a clog_then_kill's crash (its loss is what
+    the dead incarnation's messages contradict)."""
+    fault = planned.fault
+    keeps = planned.lossy_budget == KEEPS_ITS_KIND
+    planned = replace(planned, lossy_budget=None) if keeps else planned
+    if fault.action not in LOSSY_CRASHES or not _names_a_broker(fault.nodes[0]) or lossy_budget is None:
+        return planned
+    if keeps or fault.nodes[0].split(":")[0] == SOLE_HOLDER:
+        return replace(planned, lossy_budget=lossy_budget)
+    return replace(planned, fault=replace(fault, action="crash_process"))
+
+
+# A clog_then_kill's crash, marked for `_within_budget` (never left in a schedule).
+KEEPS_ITS_KIND = -1
+
+
+def _pattern(rng: random.Random, phase: Phase, kind: str) -> str | None:
+    """The compound fault this fault is, if any: `majority` for a crash or an isolation,
+    `clog_then_kill` for a crash."""
+    if not phase.patterns or rng.random() >= phase.pattern_share:
+        return None
+    fitting = [p for p in phase.patterns
+               if (p == "majority" and (kind.startswith("crash_") or kind == "isolate"))
+               or (p == "clog_then_kill" and kind.startswith("crash_"))]
+    return rng.choice(fitting) if fitting else None
+
+
+def _clog_then_kill(rng: random.Random, spec: SwarmSpec, kind: str, t: float, targets: str, partitions: list[str],
+                    trigger: Trigger | None, duration_ms: float) -> list[PlannedFault]:
+    """FoundationDB's Rollback workload: a follower's link to its leader (a partition's, or the
+    controllers') turns slow, then the follower crashes and soon returns while what it sent
+    before the crash is still on its way: messages of a dead incarnation reach a leader that has
+    met the new one. The link heals after the slowest of them has arrived."""
+    if kind == "crash_disk" or (targets == "controllers" or (targets == "all" and rng.random() < 0.5)) or not partitions:
+        follower, leader = "controller-follower", "controller-leader"
+        if kind == "crash_disk":
+            follower, leader = f"partition-follower:{rng.choice(partitions)}", None
+    else:
+        partition = trigger.partition if trigger is not None and trigger.partition else rng.choice(partitions)
+        follower, leader = f"partition-follower:{partition}", f"partition-leader:{partition}"
+    # The clog spans the protocol's timeouts (log-uniform, 1 to 30 s): a crashed node's old
+    # session must expire before its new incarnation may register (Kafka refuses a second
+    # registration of a live broker id), so only a clog longer than the session timeout lets the
+    # dead incarnation's messages meet the new one's registration.
+    delay = round(log_uniform(rng, *CLOG_MS), 1)
+    kill_at = min(t + rng.uniform(0.0, 1_000.0), max(t, duration_ms - 1.0))
+    down = log_uniform(rng, 100.0, 2_000.0)
+    heal_at = min(kill_at + down + delay + 500.0, duration_ms)
+    out = []
+    if leader is not None:
+        clog = FaultAction(round(t, 1), "link", (follower, leader), drop=0.0, delay_ms=delay)
+        out.append(PlannedFault(clog, FaultAction(round(heal_at, 1), UNDO_ONE), trigger, None))
+    kill = FaultAction(round(kill_at, 1), kind, (follower,))
+    out.append(PlannedFault(kill, FaultAction(round(min(kill_at + down, duration_ms), 1), UNDO_ONE), None, KEEPS_ITS_KIND))
+    return out
+
+
+def _hold(rng: random.Random, phase: Phase, nodes: list[str], partitions: list[str]) -> PlannedFault:
+    """A leader cut off for the phase's span (Jepsen's partition of the primaries): the
+    controllers' leader or a partition's, isolated from everyone or partitioned from the cluster's
+    other nodes (its clients still reach it), from shortly after the phase starts to its end."""
+    leader = "controller-leader" if not partitions or rng.random() < 0.5 else f"partition-leader:{rng.choice(partitions)}"
+    at = round(phase.start_ms + rng.uniform(0.0, min(500.0, (phase.end_ms - phase.start_ms) / 2)), 1)
+    if rng.random() < 2 / 3:
+        cut = FaultAction(at, "isolate", (leader,))
+    else:
+        cut = FaultAction(at, "partition", groups=((leader,), tuple(nodes)))
+    return PlannedFault(cut, FaultAction(max(at, phase.end_ms), UNDO_ONE), None, None)
+
+
+# How long a clog_then_kill's clog delays each message: from a second to past every timeout.
+CLOG_MS = (1_000.0, 30_000.0)
 
 # The role that holds what no other replica may have: a partition's ISR's one member, once its
 # ISR has shrunk to it.

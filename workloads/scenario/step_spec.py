@@ -377,6 +377,13 @@ class LoadStep(StepBase):
     load: LoadArgs = Field(description="start background open-loop producers and consumers")
 
 
+class PauseLoadStep(StepBase):
+    pause_load: PositiveInt = Field(
+        description="the background load's producers offer no record for this many milliseconds, then go on at their "
+        "rate (an idle period of the open-loop load; records already offered go on); the consumers go on reading"
+    )
+
+
 class ListOffsetsStep(StepBase):
     list_offsets: ListOffsetsArgs = Field(description="ask the partition's leader for its latest offset (ListOffsets)")
 
@@ -508,6 +515,7 @@ STEP_TYPES: dict[str, type[StepBase]] = {
     "produce": ProduceStep,
     "consume": ConsumeStep,
     "load": LoadStep,
+    "pause_load": PauseLoadStep,
     "list_offsets": ListOffsetsStep,
     "crash": CrashStep,
     "fail_log_dir": FailLogDirStep,

@@ -387,6 +387,8 @@ class RayCluster(RoleCluster):
             self.clients.consume(args)
         elif kind == "load":
             self.clients.load(args, {t.name: t.partitions for t in self.topics})
+        elif kind == "pause_load":
+            self.clients.pause_load(args)
         else:
             raise StepFailed(f"step `{kind}` is not supported on Ray")
 

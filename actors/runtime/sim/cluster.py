@@ -175,6 +175,8 @@ class SimCluster(RoleCluster):
             return self.clients.consume(args)
         if kind == "load":
             return self.clients.load(args, {t.name: t.partitions for t in self.topics})
+        if kind == "pause_load":
+            return self.clients.pause_load(args)
         raise StepFailed(
             f"step `{kind}` needs the brokers' data plane or a controller feature this version does not have yet"
         )

@@ -140,6 +140,18 @@ class SimNode:
         self.starts = 0
 
 
+# How many events may fall at one instant of virtual time before the simulator calls it stalled:
+# every role asks to be woken at a time after its last wake-up when it has nothing due, so a run of
+# this many at one instant is a role whose deadline stays in the past (it would spin a CPU on Ray)
+# and time would never reach the next step. A real instant holds a few thousand at most (a
+# thousand partitions' fetches answered together).
+STALL_EVENTS = 200_000
+
+
+class TimeStalled(RuntimeError):
+    """Virtual time stopped: `STALL_EVENTS` events at one instant (a liveness bug of a role)."""
+
+
 class Simulator:
     def __init__(self, config: SimConfig | None = None) -> None:
         self.config = config or SimConfig()
@@ -239,12 +251,25 @@ class Simulator:
         heap = self._heap
         if stop is not None and stop():
             return True
+        instant, at_instant = self.now_ms, 0
         while heap and heap[0][0] <= until_ms:
+            if heap[0][0] == instant:
+                at_instant += 1
+                if at_instant >= STALL_EVENTS:
+                    raise TimeStalled(self._stalled(instant))
+            else:
+                instant, at_instant = heap[0][0], 0
             self.step()
             if stop is not None and stop():
                 return True
         self.now_ms = max(self.now_ms, until_ms)
         return False
+
+    def _stalled(self, instant: float) -> str:
+        due = [e for e in self._heap if e[0] == instant]
+        woken = sorted({e[3].name for e in due if isinstance(e[3], SimNode)})
+        return (f"virtual time stopped at {instant:.3f} ms: {STALL_EVENTS} events at that instant"
+                + (f"; nodes woken again and again: {', '.join(woken)}" if woken else ""))
 
     def run_for(self, duration_ms: float, stop: Callable[[], bool] | None = None) -> bool:
         return self.run_until(self.now_ms + duration_ms, stop)
