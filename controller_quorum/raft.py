@@ -41,6 +41,7 @@ from observability.events import (
     RaftVote,
 )
 
+from .leader_state import LeaderState
 from .messages import (
     FENCED_LEADER_EPOCH,
     NOT_LEADER,
@@ -151,17 +152,8 @@ class RaftNode:
         self.fetch_request_id = 0
         self.next_observer_fetch_ms: float | None = now_ms
         self._observer_rotation = 0
-        # Leader
-        self.epoch_start_offset = 0
-        self.flushed_end = 0
-        self.replica_end: dict[str, int] = {}
-        self.fetched_since_check: set[str] = set()
-        self.check_quorum_deadline_ms: float | None = None
-        # When the leader next sends BeginQuorumEpoch to every other voter (None: not leading).
-        self.begin_quorum_epoch_at_ms: float | None = None
-        self.parked: dict[str, tuple[str, FetchRequest, float]] = {}
-        self.pending: list[Any] = []
-        self.linger_deadline_ms: float | None = None
+        # Leader: what it holds while it leads (None otherwise; leader_state.py).
+        self.leader_state: LeaderState | None = None
         self.elections_won = 0
         # Prospective/Candidate: when the (pre-)vote request to each other voter was last sent. One
         # left unanswered for request_timeout_ms is sent again (Kafka's maybeSendVoteRequests with
@@ -177,6 +169,11 @@ class RaftNode:
         self.shutdown_outcome: str | None = None
 
     # --- views ------------------------------------------------------------------------------
+
+    @property
+    def pending(self) -> list[Any]:
+        """The records a leader queued for its next append (none when not leading)."""
+        return self.leader_state.pending if self.leader_state is not None else []
 
     @property
     def state(self) -> RaftState:
@@ -230,12 +227,12 @@ class RaftNode:
 
     def next_deadline(self) -> float | None:
         q = self.quorum
-        candidates = [
-            self.check_quorum_deadline_ms,
-            self.linger_deadline_ms,
-            self.begin_quorum_epoch_at_ms,
-            self._end_quorum_retry_at(),
-        ]
+        ls = self.leader_state
+        candidates = [self._end_quorum_retry_at()]
+        if ls is not None:
+            candidates += [ls.check_quorum_deadline_ms, ls.linger_deadline_ms, ls.begin_quorum_epoch_at_ms]
+            if ls.parked:
+                candidates.append(min(deadline for _, _, deadline in ls.parked.values()))
         if self._shutting_down():
             candidates.append(self.shutdown_deadline_ms)
         else:
@@ -249,8 +246,6 @@ class RaftNode:
             candidates.append(self.fetch_in_flight_since + self.config.request_timeout_ms)
         if not self.is_voter and self.fetch_in_flight_since is None:
             candidates.append(self.next_observer_fetch_ms)
-        if self.parked:
-            candidates.append(min(deadline for _, _, deadline in self.parked.values()))
         present = [c for c in candidates if c is not None]
         return min(present) if present else None
 
@@ -265,12 +260,13 @@ class RaftNode:
         # or repeating EndQuorumEpoch, but no timeout moves it to another state.
         timeouts = not self._shutting_down()
         if s is RaftState.LEADER:
-            if self.linger_deadline_ms is not None and now_ms >= self.linger_deadline_ms:
+            ls = self._leading()
+            if ls.linger_deadline_ms is not None and now_ms >= ls.linger_deadline_ms:
                 self._append_pending(now_ms, out)
             self._expire_parked(now_ms, out)
-            if self.begin_quorum_epoch_at_ms is not None and now_ms >= self.begin_quorum_epoch_at_ms:
+            if ls.begin_quorum_epoch_at_ms is not None and now_ms >= ls.begin_quorum_epoch_at_ms:
                 self._send_begin_quorum_epoch(now_ms, out)
-            if self.check_quorum_deadline_ms is not None and now_ms >= self.check_quorum_deadline_ms:
+            if ls.check_quorum_deadline_ms is not None and now_ms >= ls.check_quorum_deadline_ms:
                 self._resign(now_ms, out, reason="check_quorum")
         elif s is RaftState.FOLLOWER:
             if q.fetch_deadline_ms is not None and now_ms >= q.fetch_deadline_ms and self.is_voter:
@@ -461,21 +457,16 @@ class RaftNode:
     def _on_become_leader(self, now_ms: float, out: Output) -> None:
         q = self.quorum
         self.elections_won += 1
-        self.epoch_start_offset = self.log.end_offset
-        self.replica_end = {}
-        self.fetched_since_check = set()
         # Check Quorum watches the other voters; a single voter is its own majority.
         watch = self.config.check_quorum and len(self.voters) > 1
-        self.check_quorum_deadline_ms = now_ms + 1.5 * self.config.fetch_timeout_ms if watch else None
-        self.parked.clear()
-        self.flushed_end = 0  # counts only what this leader saw flushed
+        ls = self.leader_state = LeaderState(self.log.end_offset, now_ms + 1.5 * self.config.fetch_timeout_ms if watch else None)
         # A new leader does not know the high watermark until an entry of its epoch commits (its
         # follower-time value may be stale, section 6.4 of the protocol description for Raft too).
         self.high_watermark = None
         self._drain_transitions(out)
-        out.emit(RaftLeaderElected(q.epoch, self.epoch_start_offset))
+        out.emit(RaftLeaderElected(q.epoch, ls.epoch_start_offset))
         # The high watermark only moves once an entry of this epoch is committed: write one now.
-        self.pending.insert(0, LeaderChange(self.local, q.epoch, self.voters))
+        ls.pending.insert(0, LeaderChange(self.local, q.epoch, self.voters))
         self._append_pending(now_ms, out)
         self._send_begin_quorum_epoch(now_ms, out)
         self.listener.on_become_leader(q.epoch, now_ms, out)
@@ -489,21 +480,25 @@ class RaftNode:
         q = self.quorum
         for voter in self._others():
             self._send(out, voter, BeginQuorumEpoch(q.epoch, self.local), durable=True)
-        self.begin_quorum_epoch_at_ms = now_ms + self.config.fetch_timeout_ms / 2
+        self._leading().begin_quorum_epoch_at_ms = now_ms + self.config.fetch_timeout_ms / 2
 
     def _leave_leadership(self, now_ms: float, out: Output) -> None:
         if self.quorum.state is RaftState.LEADER:
             self._stop_leading(now_ms, out)
 
     def _stop_leading(self, now_ms: float, out: Output) -> None:
-        for src, req, _ in self.parked.values():
+        """Leadership ends: parked fetches are answered NOT_LEADER, queued records dropped, and
+        the leader's state goes with it."""
+        for src, req, _ in self._leading().parked.values():
             self._send(out, src, FetchResponse(self.quorum.epoch, None, NOT_LEADER, request_id=req.request_id))
-        self.parked.clear()
-        self.pending.clear()
-        self.linger_deadline_ms = None
-        self.check_quorum_deadline_ms = None
-        self.begin_quorum_epoch_at_ms = None
+        self.leader_state = None
         self.listener.on_lose_leadership(now_ms, out)
+
+    def _leading(self) -> LeaderState:
+        """The leader's state; only called where the quorum state is Leader."""
+        ls = self.leader_state
+        assert ls is not None, "leader state used while not leading"
+        return ls
 
     def _resign(self, now_ms: float, out: Output, reason: str) -> None:
         """KafkaRaftClient.pollLeader -> transitionToResigned(nonLeaderVotersByDescendingFetchOffset),
@@ -520,8 +515,10 @@ class RaftNode:
         ties in voter id order (ReplicaState.compareTo; `voters` lists them by id)."""
         rank = {v: i for i, v in enumerate(self.voters)}
 
+        replica_end = self._leading().replica_end
+
         def key(voter: str) -> tuple[bool, int, int]:
-            end = self.replica_end.get(voter)
+            end = replica_end.get(voter)
             return (end is None, -(end or 0), rank[voter])
 
         return tuple(sorted(self._others(), key=key))
@@ -592,18 +589,20 @@ class RaftNode:
         Returns the offset the last one will have, or None when not leader."""
         if self.quorum.state is not RaftState.LEADER:
             return None
-        self.pending.extend(records)
-        if self.linger_deadline_ms is None:
-            self.linger_deadline_ms = now_ms + self.config.append_linger_ms
-        return self.log.end_offset + len(self.pending) - 1
+        ls = self._leading()
+        ls.pending.extend(records)
+        if ls.linger_deadline_ms is None:
+            ls.linger_deadline_ms = now_ms + self.config.append_linger_ms
+        return self.log.end_offset + len(ls.pending) - 1
 
     def _append_pending(self, now_ms: float, out: Output) -> None:
-        self.linger_deadline_ms = None
-        if not self.pending:
+        ls = self._leading()
+        ls.linger_deadline_ms = None
+        if not ls.pending:
             return
         start, epoch = self.log.end_offset, self.quorum.epoch
-        entries = [LogEntry(start + i, epoch, rec) for i, rec in enumerate(self.pending)]
-        self.pending = []
+        entries = [LogEntry(start + i, epoch, rec) for i, rec in enumerate(ls.pending)]
+        ls.pending = []
         self.log.append(entries, out)
         if self.config.raft_fsync:
             # The leader counts its own end offset only once flushed.
@@ -616,17 +615,19 @@ class RaftNode:
     def _on_leader_flushed(self, end: int, now_ms: float, out: Output) -> None:
         if self.quorum.state is not RaftState.LEADER:
             return
-        self.flushed_end = max(self.flushed_end, min(end, self.log.end_offset))
+        ls = self._leading()
+        ls.flushed_end = max(ls.flushed_end, min(end, self.log.end_offset))
         self._maybe_advance_high_watermark(now_ms, out)
         self._complete_parked(now_ms, out)
 
     def _maybe_advance_high_watermark(self, now_ms: float, out: Output) -> None:
+        ls = self._leading()
         ends = sorted(
-            [self.flushed_end] + [self.replica_end.get(v, -1) for v in self._others()],
+            [ls.flushed_end] + [ls.replica_end.get(v, -1) for v in self._others()],
             reverse=True,
         )
         majority_end = ends[self.quorum.majority - 1]
-        if majority_end > self.epoch_start_offset and (self.high_watermark is None or majority_end > self.high_watermark):
+        if majority_end > ls.epoch_start_offset and (self.high_watermark is None or majority_end > self.high_watermark):
             self.high_watermark = majority_end
             out.emit(RaftHighWatermark(self.quorum.epoch, majority_end))
             self._apply_committed(now_ms, out)
@@ -654,37 +655,40 @@ class RaftNode:
                     FetchResponse(q.epoch, self.local, None, high_watermark=self.high_watermark, diverging_epoch=epoch, diverging_end_offset=end, request_id=req.request_id),
                 )
                 return
+        ls = self._leading()
         if not req.observer and req.replica in self.voters:
-            self.replica_end[req.replica] = req.fetch_offset
-            self.fetched_since_check.add(req.replica)
-            if self.check_quorum_deadline_ms is not None and len(self.fetched_since_check | {self.local}) >= q.majority:
-                self.check_quorum_deadline_ms = now_ms + 1.5 * self.config.fetch_timeout_ms
-                self.fetched_since_check = set()
+            ls.replica_end[req.replica] = req.fetch_offset
+            ls.fetched_since_check.add(req.replica)
+            if ls.check_quorum_deadline_ms is not None and len(ls.fetched_since_check | {self.local}) >= q.majority:
+                ls.check_quorum_deadline_ms = now_ms + 1.5 * self.config.fetch_timeout_ms
+                ls.fetched_since_check = set()
             self._maybe_advance_high_watermark(now_ms, out)
         stale_hwm = self.high_watermark is not None and (req.high_watermark is None or req.high_watermark < self.high_watermark)
         if req.fetch_offset < self.log.end_offset or stale_hwm:
             self._answer_fetch(src, req, out)
         else:
-            old = self.parked.pop(req.replica, None)
+            old = ls.parked.pop(req.replica, None)
             if old is not None:
                 self._answer_fetch(old[0], old[1], out)
-            self.parked[req.replica] = (src, req, now_ms + self.config.fetch_max_wait_ms)
+            ls.parked[req.replica] = (src, req, now_ms + self.config.fetch_max_wait_ms)
 
     def _answer_fetch(self, src: str, req: FetchRequest, out: Output) -> None:
         entries = self.log.entries_from(req.fetch_offset, MAX_FETCH_ENTRIES)
         self._send(out, src, FetchResponse(self.quorum.epoch, self.local, None, entries, self.high_watermark, request_id=req.request_id))
 
     def _complete_parked(self, now_ms: float, out: Output) -> None:
-        if not self.parked:
+        ls = self._leading()
+        if not ls.parked:
             return
-        parked, self.parked = self.parked, {}
+        parked, ls.parked = ls.parked, {}
         for src, req, _ in parked.values():
             self._answer_fetch(src, req, out)
 
     def _expire_parked(self, now_ms: float, out: Output) -> None:
-        for replica, (src, req, deadline) in list(self.parked.items()):
+        ls = self._leading()
+        for replica, (src, req, deadline) in list(ls.parked.items()):
             if now_ms >= deadline:
-                del self.parked[replica]
+                del ls.parked[replica]
                 self._answer_fetch(src, req, out)
 
     # --- fetching (follower and observer side) ---------------------------------------------------

@@ -2,7 +2,7 @@
 `init_spark`) on an embedded local Ray, or on the cluster named by `--address`/RAY_ADDRESS.
 
 It lives here, at the top layer, because joining Ray goes through the one module allowed to touch
-Ray (actors/runtime/ray/adapter.py), which observability/ must not import. Sizes for 2 cores: one
+Ray (the actors/runtime/ray/adapter package), which observability/ must not import. Sizes for 2 cores: one
 executor of 2 GB (1 GB overflowed the stack in a lost-write join) running two tasks at once
 (`spark.executor.cores`) while it reserves one Ray CPU (`spark.ray.actor.resource.cpu`, RayDP's key
 for what the executor's actor asks of Ray's scheduler). An executor asking Ray for both CPUs hangs

@@ -1,6 +1,6 @@
 """The Spark session `kraftlab analyze` runs its jobs in: plain PySpark (`local`, here) or Spark on
 Ray through RayDP (`raydp`, started by kraftlab/spark_on_ray.py with the settings defined here:
-joining Ray goes through actors/runtime/ray/adapter.py, which this layer must not import).
+joining Ray goes through the actors/runtime/ray/adapter package, which this layer must not import).
 
 Sized for small machines on purpose: every core for tasks (`local[*]`; RayDP: one executor running
 two tasks at once while it reserves one Ray CPU, see kraftlab/spark_on_ray.py) and few shuffle

@@ -86,7 +86,7 @@ def test_strict_exponential_backoffs_by_rank():
 def test_a_resigning_leader_ranks_the_other_voters_by_descending_fetch_offset():
     raft = leader(FIVE)
     raft.append([LeaderChange("c1", 4, FIVE)] * 3, 20, Output())  # any registered record type
-    raft.tick(raft.linger_deadline_ms, Output())
+    raft.tick(raft.leader_state.linger_deadline_ms, Output())
     assert raft.log.end_offset == 4  # the LeaderChange record and three more
     fetch(raft, "c5", 1, 100)
     fetch(raft, "c3", 4, 100)
