@@ -416,7 +416,7 @@ class Controller:
         return min(active, default=1 << 62)
 
     def _on_alter_partition(self, env: Envelope, req: AlterPartitionRequest, now_ms: float, out: Output) -> None:
-        echo = {"request_leader_epoch": req.leader_epoch, "request_partition_epoch": req.partition_epoch}
+        echo = {"request_leader_epoch": req.leader_epoch, "request_partition_epoch": req.partition_epoch, "request_attempt": req.attempt}
 
         def fail(error: str) -> None:
             out.emit(AlterPartitionRejected(req.topic, req.partition, error, req.broker_id))

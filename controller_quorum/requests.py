@@ -99,6 +99,9 @@ class AlterPartitionRequest:
     partition_epoch: int
     new_isr: tuple[tuple[int, int], ...]  # (broker id, broker epoch) per proposed ISR member
     leader_recovery_state: str
+    # The leader's number for this attempt (each send and each retry of a proposal a new one),
+    # echoed in the answer: see AlterPartitionResponse.request_attempt.
+    attempt: int = 0
 
 
 @pickled_by_fields
@@ -113,6 +116,12 @@ class AlterPartitionResponse:
     # answer to an earlier one.
     request_leader_epoch: int = -1
     request_partition_epoch: int = -1
+    # The attempt answered. A leader takes a refusal only of its latest attempt: Kafka's broker
+    # has one AlterPartition request in flight to the controller and gives a request up only by
+    # closing its connection (a timeout), so the answer to an attempt it retried never reaches
+    # it; a late refusal (of the same proposal, made before the controller accepted its retry)
+    # would roll back an ISR the controller has committed. -1: not echoed.
+    request_attempt: int = -1
 
 
 @pickled_by_fields

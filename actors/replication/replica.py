@@ -157,6 +157,7 @@ class PartitionReplica:
         self.pending_recovery: str | None = None
         self.awaiting_metadata = False  # a proposal was refused as stale: wait for the metadata log
         self.alter_sent_ms = 0.0
+        self.alter_attempt = 0  # the number of the latest AlterPartition attempt sent
         self.followers: dict[int, FollowerState] = {}
         self.durable_end = log.end_offset  # the leader's own LEO counted toward the HWM
         self.waiting: list[WaitingProduce] = []
@@ -538,9 +539,10 @@ class PartitionReplica:
                 epoch = f.broker_epoch if f is not None and f.broker_epoch >= 0 else (reg.epoch if reg else -1)
             members.append((b, epoch))
         state = self.state.leader_recovery_state if self.state else RECOVERED
+        self.alter_attempt += 1
         req = AlterPartitionRequest(
             me, self.env.broker_epoch or -1, self.topic, self.partition, self.leader_epoch, self.partition_epoch,
-            tuple(members), self.pending_recovery or state,
+            tuple(members), self.pending_recovery or state, self.alter_attempt,
         )
         self.alter_sent_ms = now_ms
         self.env.send_to_controller(req, out)
@@ -550,6 +552,11 @@ class PartitionReplica:
             return
         if (resp.request_leader_epoch, resp.request_partition_epoch) != (self.leader_epoch, self.partition_epoch):
             return  # a late answer to a proposal made from an older partition state
+        if resp.error is not None and resp.request_attempt not in (-1, self.alter_attempt):
+            # A refusal of an attempt since retried: Kafka never delivers it (a retried request's
+            # connection is closed), and it may predate the controller's accepting the retry. An
+            # acceptance of any attempt is the committed state itself, taken below if newer.
+            return
         if resp.error is None and resp.state is not None:
             st = resp.state
             if st.leader_epoch != self.leader_epoch or st.partition_epoch <= self.partition_epoch:

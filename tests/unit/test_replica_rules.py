@@ -189,6 +189,26 @@ def test_the_maximal_isr_counts_a_proposed_member_at_once_and_rolls_back_on_reje
     assert r.pending_isr is None and r.maximal_isr() == {1, 2}
 
 
+def test_a_late_refusal_of_an_attempt_since_retried_does_not_roll_the_maximal_isr_back():
+    """Hunt seed 200998: the leader proposed r3 (attempt 1) while r3 was fenced; the refusal was
+    slow to come back, the leader retried (attempt 2) and the controller committed [1, 2, 3].
+    The late refusal of attempt 1 then rolled the leader back to [1, 2] while the controller's ISR
+    held r3 (ReplicationQuorumSuperset). Kafka never delivers it: a retried request's connection
+    is closed. Only the latest attempt's refusal counts (an acceptance is the committed state)."""
+    r, env = leader(isr=(1, 2))
+    fetch(r, 3, 0)
+    first = env.to_controller[-1]
+    r.tick(r.alter_sent_ms + 1_000, Output())  # no answer within the retry interval: sent again
+    retry = env.to_controller[-1]
+    assert (first.attempt, retry.attempt) == (1, 2) and retry.new_isr == first.new_isr
+    late = AlterPartitionResponse("INELIGIBLE_REPLICA", "t", 0, request_leader_epoch=5, request_partition_epoch=7, request_attempt=1)
+    r.on_alter_partition_response(late, 1_500.0, Output())
+    assert r.pending_isr == (1, 2, 3) and r.maximal_isr() == {1, 2, 3}
+    new = PartitionRecord("t", 0, (1, 2, 3), (1, 2, 3), (), (), 1, 5, 8)
+    r.on_alter_partition_response(AlterPartitionResponse(None, "t", 0, new, request_leader_epoch=5, request_partition_epoch=7, request_attempt=2), 1_600.0, Output())
+    assert r.isr == (1, 2, 3) and r.pending_isr is None
+
+
 def test_without_the_maximal_isr_a_proposed_member_is_not_counted_until_committed():
     r, _ = leader(isr=(1, 2), maximal_isr=False)
     fetch(r, 3, 0)
