@@ -186,8 +186,8 @@ def draw_swarm(spec: SwarmSpec, seed: int, duration_ms: float, brokers: list[str
                     faults.append(_within_budget(PlannedFault(fault, undo, trigger, None), mix.lossy_budget))
                 continue
             if pattern == "clog_then_kill":
-                faults += [_within_budget(f, mix.lossy_budget) for f in
-                           _clog_then_kill(rng, spec, kind, t, phase.targets, partitions, trigger, duration_ms)]
+                clogs, kill = _clog_then_kill(rng, spec, kind, t, phase.targets, partitions, trigger, duration_ms)
+                faults += [*clogs, _within_budget(kill, mix.lossy_budget, keeps_its_kind=True)]
                 continue
             role = _role(rng, phase, kind, trigger, partitions)
             fault = _fault(rng, spec, kind, round(t, 1), pool or brokers, role)
@@ -198,23 +198,17 @@ def draw_swarm(spec: SwarmSpec, seed: int, duration_ms: float, brokers: list[str
     return mix, faults
 
 
-def _within_budget(planned: PlannedFault, lossy_budget: int | None) -> PlannedFault:
+def _within_budget(planned: PlannedFault, lossy_budget: int | None, keeps_its_kind: bool = False) -> PlannedFault:
     """Within tolerance, the phase's lossy crashes of brokers lose nothing: they still shake the
     ISRs, which is how a sole holder comes about; one aimed at the sole holder keeps its kind and
     spends the budget as the watch does, and so does a clog_then_kill's crash (its loss is what
     the dead incarnation's messages contradict)."""
     fault = planned.fault
-    keeps = planned.lossy_budget == KEEPS_ITS_KIND
-    planned = replace(planned, lossy_budget=None) if keeps else planned
     if fault.action not in LOSSY_CRASHES or not _names_a_broker(fault.nodes[0]) or lossy_budget is None:
         return planned
-    if keeps or fault.nodes[0].split(":")[0] == SOLE_HOLDER:
+    if keeps_its_kind or fault.nodes[0].split(":")[0] == SOLE_HOLDER:
         return replace(planned, lossy_budget=lossy_budget)
     return replace(planned, fault=replace(fault, action="crash_process"))
-
-
-# A clog_then_kill's crash, marked for `_within_budget` (never left in a schedule).
-KEEPS_ITS_KIND = -1
 
 
 def _pattern(rng: random.Random, phase: Phase, kind: str) -> str | None:
@@ -229,7 +223,7 @@ def _pattern(rng: random.Random, phase: Phase, kind: str) -> str | None:
 
 
 def _clog_then_kill(rng: random.Random, spec: SwarmSpec, kind: str, t: float, targets: str, partitions: list[str],
-                    trigger: Trigger | None, duration_ms: float) -> list[PlannedFault]:
+                    trigger: Trigger | None, duration_ms: float) -> tuple[list[PlannedFault], PlannedFault]:
     """FoundationDB's Rollback workload: a follower's link to its leader (a partition's, or the
     controllers') turns slow, then the follower crashes and soon returns while what it sent
     before the crash is still on its way: messages of a dead incarnation reach a leader that has
@@ -249,13 +243,12 @@ def _clog_then_kill(rng: random.Random, spec: SwarmSpec, kind: str, t: float, ta
     kill_at = min(t + rng.uniform(0.0, 1_000.0), max(t, duration_ms - 1.0))
     down = log_uniform(rng, 100.0, 2_000.0)
     heal_at = min(kill_at + down + delay + 500.0, duration_ms)
-    out = []
+    clogs = []
     if leader is not None:
         clog = FaultAction(round(t, 1), "link", (follower, leader), drop=0.0, delay_ms=delay)
-        out.append(PlannedFault(clog, FaultAction(round(heal_at, 1), UNDO_ONE), trigger, None))
+        clogs.append(PlannedFault(clog, FaultAction(round(heal_at, 1), UNDO_ONE), trigger, None))
     kill = FaultAction(round(kill_at, 1), kind, (follower,))
-    out.append(PlannedFault(kill, FaultAction(round(min(kill_at + down, duration_ms), 1), UNDO_ONE), None, KEEPS_ITS_KIND))
-    return out
+    return clogs, PlannedFault(kill, FaultAction(round(min(kill_at + down, duration_ms), 1), UNDO_ONE))
 
 
 def _hold(rng: random.Random, phase: Phase, nodes: list[str], partitions: list[str]) -> PlannedFault:
