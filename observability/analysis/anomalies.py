@@ -274,6 +274,8 @@ def record_anomalies(views: HistoryViews, unseen_runs: list[str], reach: DataFra
         per_run["unseen"] = {r["run"]: int(r["n"]) for r in selected["unseen"].groupBy("run").agg(F.count(F.lit(1)).alias("n")).collect()}
     shown = {name: [tuple(x) for x in selected[name].orderBy(*IDENTITY).limit(EXAMPLES).collect()]
              for name in conditions if per_run[name]}
+    if selected["unseen"].is_cached:
+        selected["unseen"].unpersist()  # counted and shown: its two jobs are done
     details = _details(views, sorted({i for ids in shown.values() for i in ids}))
     found = {}
     for name in conditions:
