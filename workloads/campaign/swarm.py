@@ -151,15 +151,20 @@ def draw_swarm(spec: SwarmSpec, seed: int, duration_ms: float, brokers: list[str
         if phase.hold:
             faults.append(_hold(rng, phase, brokers + controllers, partitions))
             continue
-        lossy = [k for k in phase.kinds if k in LOSSY_CRASHES]
-        if mix.lossy_budget is not None and lossy and partitions:
-            # Within tolerance, the phase's lossy crash watches a partition's sole in-sync holder:
-            # armed for the whole phase, it strikes once the partition's ISR has shrunk to one
+        if mix.lossy_budget is not None and partitions:
+            # Within tolerance, every phase watches every partition's sole in-sync holder: armed
+            # for the whole phase, a lossy crash strikes once its partition's ISR has shrunk to one
             # replica, the one moment a lossy crash can take what no other replica has (a crash of
             # a follower, or of a leader with in-sync followers, loses nothing another replica
-            # lacks). The budget is spent when it strikes; never struck, it spends nothing.
-            watch = FaultAction(phase.start_ms, rng.choice(lossy), (f"{SOLE_HOLDER}:{rng.choice(partitions)}",))
-            faults.append(PlannedFault(watch, FaultAction(phase.end_ms, UNDO_ONE), None, mix.lossy_budget))
+            # lacks). The watch is the tolerance's probe, not one of the phase's drawn faults: a
+            # phase without a lossy kind on watches too, with an OS crash, since which phase and
+            # which partition see an ISR shrink to one is the run's to decide (the faults of any
+            # phase may cause it). The budget is spent when one strikes (the later ones are then
+            # process crashes); never struck, a watch spends nothing.
+            lossy = [k for k in phase.kinds if k in LOSSY_CRASHES] or ["crash_os"]
+            for partition in partitions:
+                watch = FaultAction(phase.start_ms, rng.choice(lossy), (f"{SOLE_HOLDER}:{partition}",))
+                faults.append(PlannedFault(watch, FaultAction(phase.end_ms, UNDO_ONE), None, mix.lossy_budget))
         t = phase.start_ms
         while True:
             t += rng.expovariate(1.0 / phase.mean_interval_ms)
