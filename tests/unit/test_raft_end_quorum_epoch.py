@@ -27,7 +27,8 @@ from controller_quorum.messages import (
     VoteResponse,
 )
 from controller_quorum.quorum_state import QUORUM_STATE_FILE, ElectionState, RaftState
-from controller_quorum.raft import RaftConfig, RaftNode, strict_exponential_election_backoff_ms
+from controller_quorum.raft import RaftConfig, RaftNode
+from controller_quorum.raft_resignation import strict_exponential_election_backoff_ms
 from observability.events import RaftEndQuorumEpoch, RaftShutdown
 from tests.unit.raft_listener import RecordingListener
 from workloads.drivers import cluster_settings
