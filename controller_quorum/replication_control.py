@@ -16,7 +16,13 @@ from dataclasses import replace
 from typing import Any
 
 from actors.settings import ClusterSettings
-from observability.events import AlterPartitionRejected, ReassignmentCancelled, ReassignmentCompleted, ReassignmentStarted, TopicCreated
+from observability.events import (
+    AlterPartitionRejected,
+    ReassignmentCancelled,
+    ReassignmentCompleted,
+    ReassignmentStarted,
+    TopicCreated,
+)
 
 from .log_dirs import DirectoryPlacer
 from .metadata import (

@@ -1,5 +1,10 @@
 """The producer client: acks 0/1/all, retries, idempotence, metadata refresh, timeouts.
 
+As Kafka's producer, in parts: this module is the Sender (batches sent, answered, retried, expired)
+and the client's calls; accumulator.py the RecordAccumulator (the queues and the batches made from
+them), idempotence.py the idempotent numbering, producer_metadata.py the client's metadata, and
+load_generator.py the background load; mixed into ProducerNode.
+
 Records are strings; a batch's records are msgpack-encoded into its opaque payload (brokers never
 decode them). Per partition at most one batch is in flight (max.in.flight.requests = 1), so
 order is kept without idempotence too; records waiting meanwhile go together into the next batch.
@@ -31,7 +36,6 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from dataclasses import replace
 from itertools import groupby
 from operator import attrgetter
 
@@ -44,7 +48,6 @@ from actors.replication.messages import (
     OUT_OF_ORDER_SEQUENCE_NUMBER,
     RETRIABLE,
     UNKNOWN_TOPIC_OR_PARTITION,
-    MetadataRequest,
     MetadataResponse,
     ProduceRequest,
     ProduceRequests,
@@ -54,13 +57,14 @@ from actors.replication.messages import (
 )
 from observability.events import ProduceAck, ProduceAttempt, ProduceRetry, ProduceSend
 from observability.latency import LatencyHistogram
-from storage.partition_log import NO_PRODUCER, RecordBatch
+from storage.partition_log import NO_PRODUCER
 
+from .accumulator import RecordAccumulator
+from .idempotence import Idempotence
 from .load_generator import LoadGeneration, LoadPlan
 from .produce_state import (
     ACKS_NAMES,
     LINGER_MS,
-    MAX_BATCH_RECORDS,
     CommandProgress,
     InFlightBatch,
     PendingRecord,
@@ -68,7 +72,7 @@ from .produce_state import (
     buffered_size,
     buffered_size_of,
 )
-from .records import encode_records
+from .producer_metadata import METADATA_TIMEOUT_MS, ClientMetadata
 from .topic_ids import TopicIds
 
 RETRY_BACKOFF_MS = 100  # retry.backoff.ms
@@ -76,10 +80,6 @@ RETRY_BACKOFF_MAX_MS = 1_000  # retry.backoff.max.ms (KIP-580)
 RETRY_BACKOFF_JITTER = 0.2  # CommonClientConfigs.RETRY_BACKOFF_JITTER
 RETRY_BACKOFF_EXP_MAX = math.log2(RETRY_BACKOFF_MAX_MS / RETRY_BACKOFF_MS)  # ExponentialBackoff.expMax
 REQUEST_TIMEOUT_MS = 5_000  # an unanswered request is retried after this
-METADATA_TIMEOUT_MS = 1_000
-# An idempotent producer's id after its n-th sequence reset: its first id + n * this (client ids
-# are 1000 + their number, so no two producers ever share one).
-PRODUCER_ID_STRIDE = 1_000_000
 
 # Errors with which the leader refuses a produce request before appending anything: a batch whose
 # every attempt ended so was surely not written. Any other error (NOT_LEADER_OR_FOLLOWER also ends
@@ -88,7 +88,7 @@ REFUSED_BEFORE_APPEND = frozenset({NOT_ENOUGH_REPLICAS, OUT_OF_ORDER_SEQUENCE_NU
 RUN_ENDED = "RUN_ENDED"
 
 
-class ProducerNode(LoadGeneration):
+class ProducerNode(LoadGeneration, ClientMetadata, RecordAccumulator, Idempotence):
     """The Kafka producer client (see the module's docstring); its load generator's calls
     (`start_load`, `stop_load`) are LoadGeneration's (load_generator.py)."""
 
@@ -226,51 +226,6 @@ class ProducerNode(LoadGeneration):
         out.sends = coalesce(out.sends, ProduceRequest, ProduceRequests)
         return out
 
-    # --- metadata ---------------------------------------------------------------------------------
-
-    def _refresh_metadata(self, now_ms: float, out: Output) -> None:
-        self._now = now_ms
-        if self.metadata_request is not None:
-            return
-        self.next_request_id += 1
-        self.metadata_request = (self.next_request_id, now_ms)
-        target = self.brokers[self.metadata_broker % len(self.brokers)]
-        out.send(Envelope(self.node_id, target, MetadataRequest(self.next_request_id)))
-
-    def _on_metadata(self, resp: MetadataResponse, now_ms: float, out: Output) -> None:
-        if self.metadata_request is None or resp.request_id != self.metadata_request[0]:
-            return
-        self.metadata_request = None
-        self.metadata_wanted = False
-        for topic in self.topic_ids.learn(resp):
-            self._forget_topic(topic)
-        for pm in resp.partitions:
-            key = (pm.topic, pm.partition)
-            # Metadata from a broker that is behind (an older leader epoch) is ignored, as Kafka
-            # clients do; a leader we failed to reach is asked again only with newer news.
-            known = self.leaders.get(key)
-            if known is None or pm.leader_epoch > known[1] or (pm.leader_epoch == known[1] and known[0] is not None):
-                self.leaders[key] = (pm.leader, pm.leader_epoch)
-        if any(self.leaders.get(k, (None, 0))[0] is None for k, q in self.queues.items() if q):
-            self.metadata_wanted = True  # some partition has no leader yet: ask again after a back-off
-            self.metadata_broker += 1
-        # A batch waiting out its back-off goes at once to a new leader (shouldBackoff: no
-        # back-off when the leader changed since the last attempt).
-        for key in self.retrying:
-            b = self.in_flight[key]
-            leader, epoch = self.leaders.get(key, (None, -1))
-            if leader is not None and epoch > b.leader_epoch and b.retry_at_ms > now_ms:
-                b.retry_at_ms = now_ms
-                self.deadlines.schedule(key)
-
-    def _forget_topic(self, topic: str) -> None:
-        """The topic was created again: its leaders, their epochs and the idempotent sequences
-        known were the old topic's (the new one's leaders hold no state of this producer)."""
-        for key in [k for k in self.leaders if k[0] == topic]:
-            del self.leaders[key]
-        for key in [k for k in self.sequences if k[0] == topic]:
-            del self.sequences[key]
-
     # --- sending ----------------------------------------------------------------------------------
 
     def _send_ready(self, now_ms: float, out: Output) -> None:
@@ -300,35 +255,6 @@ class ProducerNode(LoadGeneration):
             # its back-off goes to the new leader as soon as the answer names one.
             self._refresh_metadata(now_ms, out)
 
-    def _batch_ready(self, q: deque[PendingRecord], now_ms: float) -> bool:
-        """Whether a partition's queued records make a batch to send now (Kafka's
-        RecordAccumulator.ready): always with linger.ms 0; else once they fill a batch, once the
-        oldest has waited linger.ms, or when no more records are coming soon: the load ended (as
-        close() flushes) or its send() is blocked on a full buffer (Kafka: the pool is exhausted)."""
-        if self.linger_ms <= 0 or q[0].created_ms + self.linger_ms <= now_ms:
-            return True
-        load = self.load
-        if load is None or load.blocked is not None:
-            return True
-        if self.batch_size is None:
-            return len(q) >= MAX_BATCH_RECORDS
-        size = 0
-        for r in q:
-            size += buffered_size(r.value)
-            if size >= self.batch_size:
-                return True
-        return False
-
-    def _queued(self, key: tuple[str, int], deadline_ms: float, count: int) -> None:
-        """`count` records with this delivery deadline were queued for `key`."""
-        self.queued_records += count
-        self.sendable[key] = None
-        known = self.queue_min_deadline.get(key)
-        if known is None or deadline_ms < known:
-            self.queue_min_deadline[key] = deadline_ms
-            heapq.heappush(self.expiry_heap, (deadline_ms, key))
-        self.deadlines.schedule(key)
-
     def _drop_in_flight(self, key: tuple[str, int]) -> None:
         del self.in_flight[key]
         self.retrying.pop(key, None)
@@ -347,66 +273,6 @@ class ProducerNode(LoadGeneration):
         if q and b is None and self.linger_ms > 0 and (deadline is None or q[0].created_ms + self.linger_ms < deadline):
             deadline = q[0].created_ms + self.linger_ms  # its linger is over: send what waits
         return deadline
-
-    def _expiry_candidates(self, now_ms: float) -> list[tuple[str, int]]:
-        """The partitions whose queued records may include one past its delivery deadline."""
-        heap, found = self.expiry_heap, {}
-        while heap and heap[0][0] <= now_ms:
-            bound, key = heapq.heappop(heap)
-            if self.queue_min_deadline.get(key) == bound:
-                found[key] = None
-        return sorted(found, key=self.queue_order.__getitem__)
-
-    def _queue(self, key: tuple[str, int]) -> deque[PendingRecord]:
-        q = self.queues.get(key)
-        if q is None:
-            q = self.queues[key] = deque()
-            self.queue_order[key] = len(self.queue_order)
-        return q
-
-    def _new_batch(self, key: tuple[str, int], q: deque[PendingRecord], now_ms: float) -> InFlightBatch:
-        first = q[0]
-        records = [q.popleft()]
-        if self.batch_size is None:
-            while q and len(records) < MAX_BATCH_RECORDS and q[0].acks == first.acks and q[0].idempotent == first.idempotent:
-                records.append(q.popleft())
-        else:
-            # batch.size bounds the batch's bytes (`buffered_size`); one record larger than it
-            # still goes, alone, as in Kafka.
-            size, limit = buffered_size(first.value), self.batch_size
-            while q and q[0].acks == first.acks and q[0].idempotent == first.idempotent:
-                size += buffered_size(q[0].value)
-                if size > limit:
-                    break
-                records.append(q.popleft())
-        self.queued_records -= len(records)
-        values = [r.value for r in records]
-        payload = encode_records(self.node_id, [r.sequence for r in records], values)
-        batch = RecordBatch.of(payload, len(records), NO_PRODUCER, -1)
-        if first.idempotent:
-            batch = self._numbered(key, batch)
-        self.batches_made += 1
-        buffered = buffered_size_of(values)
-        return InFlightBatch(records, batch, first.acks, retry_at_ms=now_ms, order=self.batches_made, buffered=buffered)
-
-    def _numbered(self, key: tuple[str, int], batch: RecordBatch) -> RecordBatch:
-        """The batch with the current producer id and the partition's next sequences."""
-        seq = self.sequences.get(key, 0)
-        self.sequences[key] = seq + batch.count
-        return replace(batch, producer_id=self.idempotent_id, base_sequence=seq)
-
-    def _reset_sequences(self, b: InFlightBatch) -> None:
-        """An idempotent batch failed, or was refused as out of order: the leader may or may not
-        hold its sequences, so the partition's next batch could never be in sequence (each would be
-        refused with OUT_OF_ORDER_SEQUENCE_NUMBER). As Kafka's idempotent producer bumps its epoch
-        and numbers every partition from 0 again (KIP-360), this one takes a new producer id, of
-        which no leader has a state. Once per failure: a batch made before the last reset (another
-        partition's, still in flight under the old id) resets nothing."""
-        if b.batch.producer_id != self.idempotent_id:
-            return
-        self.sequence_resets += 1
-        self.idempotent_id = self.producer_id + PRODUCER_ID_STRIDE * self.sequence_resets
-        self.sequences = {}
 
     def _send(self, key: tuple[str, int], b: InFlightBatch, now_ms: float, out: Output) -> None:
         leader = self.leaders.get(key, (None, 0))[0]

@@ -1,6 +1,9 @@
 """One partition replica on a broker: its log, its high watermark, and its part as leader or follower.
 
-Sections cited are the protocol description's.
+Sections cited are the protocol description's. As Kafka's Partition, in three modules: this one
+(roles, produce, the high watermark, the follower's appends and truncation), follower_fetches.py
+(the leader's answers to its followers' fetches and what it learns from them) and isr_changes.py
+(the ISR state machine: Maximal ISR, shrink, expand, AlterPartition), mixed into PartitionReplica.
 
 Leader (`become_leader`):
 - records its Leader Epoch Start Offset (LESO = its LEO when elected) in the epoch cache (§6.4.2);
@@ -35,20 +38,10 @@ from typing import TYPE_CHECKING, Protocol
 
 from actors.contract import Envelope, Flush, Output
 from controller_quorum.metadata import RECOVERED, RECOVERING, MetadataImage, PartitionRecord
-from controller_quorum.requests import (
-    INVALID_UPDATE_VERSION,
-    NOT_CONTROLLER,
-    AlterPartitionRequest,
-    AlterPartitionResponse,
-)
 from observability.events import (
     Appended,
     BecomeFollower,
     BecomeLeader,
-    IsrChangeRejected,
-    IsrCommitted,
-    IsrExpandProposed,
-    IsrShrinkProposed,
     ListOffsets,
     ReplicaFetchFailed,
     ReplicaHwm,
@@ -57,18 +50,16 @@ from observability.events import (
 )
 from storage.partition_log import NO_PRODUCER, PartitionLog
 
+from .follower_fetches import FollowerFetches, FollowerState
+from .isr_changes import IsrChanges
 from .messages import (
-    FENCED_LEADER_EPOCH,
     NOT_ENOUGH_REPLICAS,
-    NOT_ENOUGH_REPLICAS_AFTER_APPEND,
     NOT_LEADER_OR_FOLLOWER,
     OFFSET_NOT_AVAILABLE,
     OFFSET_OUT_OF_RANGE,
     OUT_OF_ORDER_SEQUENCE_NUMBER,
     REQUEST_TIMED_OUT,
-    STALE_BROKER_EPOCH,
     UNEXPECTED_APPEND_OFFSET,
-    UNKNOWN_LEADER_EPOCH,
     FetchedPartition,
     FetchPartition,
     ListOffsetsResponse,
@@ -78,11 +69,6 @@ from .messages import (
 
 if TYPE_CHECKING:
     from actors.settings import ClusterSettings
-
-MAX_FETCH_BATCHES = 256
-ALTER_PARTITION_RETRY_MS = 1_000
-STALE_PROPOSAL_RETRY_MS = 5_000  # after a stale-version refusal, if no metadata update came
-
 
 class ReplicaEnv(Protocol):
     """What a replica needs from its broker."""
@@ -109,18 +95,6 @@ class ReplicaEnv(Protocol):
 
 
 @dataclass
-class FollowerState:
-    """What the leader knows of one follower in the current leader epoch."""
-
-    leo: int = -1  # -1: no fetch yet in this epoch
-    last_caught_up_ms: float = 0.0
-    last_fetch_ms: float = 0.0
-    last_fetch_leader_leo: int = -1
-    broker_epoch: int = -1
-    fetch_epoch: int = -1  # the leader epoch of the last fetch received
-
-
-@dataclass
 class WaitingProduce:
     required_offset: int  # acknowledged once HWM >= this (the batch's next offset)
     reply_to: str
@@ -133,7 +107,7 @@ def _no_timer() -> None:
     pass
 
 
-class PartitionReplica:
+class PartitionReplica(FollowerFetches, IsrChanges):
     def __init__(self, env: ReplicaEnv, topic: str, partition: int, log: PartitionLog, hwm: int) -> None:
         self.env = env
         self.topic = topic
@@ -181,20 +155,6 @@ class PartitionReplica:
     @property
     def leo(self) -> int:
         return self.log.end_offset
-
-    def maximal_isr(self) -> frozenset[int]:
-        """§6.5.2: the union of the committed and the proposed ISR."""
-        if self.pending_isr is None:
-            return frozenset(self.isr)
-        return frozenset(self.isr) | frozenset(self.pending_isr)
-
-    def replication_quorum(self) -> frozenset[int]:
-        """Whose fetch offsets bound the HWM. With the Maximal ISR: current + proposed. Without it
-        (switch off): the leader applies a shrink at once and an expansion only once committed, the
-        behaviour §6.5.2 shows losing acknowledged data."""
-        if self.env.settings.protocol.maximal_isr or self.pending_isr is None:
-            return self.maximal_isr()
-        return frozenset(self.isr) & frozenset(self.pending_isr)
 
     def min_isr(self) -> int:
         replicas = self.state.replicas if self.state else (self.env.broker_id,)
@@ -401,203 +361,6 @@ class PartitionReplica:
                 resp = ProduceResponse(w.request.request_id, self.topic, self.partition, error, w.base_offset, self.topic_id)
                 out.send(Envelope(self.env.node_id, w.reply_to, resp))
 
-    # --- fetches from followers ----------------------------------------------------------------
-
-    def on_follower_fetch(self, fp: FetchPartition, follower: int, broker_epoch: int, now_ms: float, out: Output) -> FetchedPartition | None:
-        """Update the follower's state from its fetch; return an answer to send now (an error,
-        a divergence, or records), or None when there is nothing to return yet (long poll)."""
-        error = self._check_leader_epoch(fp.current_leader_epoch)
-        if error is not None:
-            return self._error(error)
-        reg = self.env.image.brokers.get(follower)
-        if self.env.settings.protocol.broker_epoch_in_alter_partition and reg is not None and broker_epoch < reg.epoch:
-            return self._error(STALE_BROKER_EPOCH)  # KIP-903: a fetch from an earlier session
-        if follower not in self.followers:
-            return self._error(NOT_LEADER_OR_FOLLOWER)  # not a replica of this partition (any more)
-        if fp.last_fetched_epoch >= 0:
-            epoch, end = self.log.end_offset_for_epoch(fp.last_fetched_epoch)
-            if epoch < fp.last_fetched_epoch or end < fp.fetch_offset:
-                return FetchedPartition(self.topic, self.partition, None, self.hwm, self.log.end_offset, diverging_epoch=(epoch, end), topic_id=self.topic_id)
-        if fp.fetch_offset > self.log.end_offset:
-            return FetchedPartition(self.topic, self.partition, OFFSET_OUT_OF_RANGE, self.hwm, self.log.end_offset, topic_id=self.topic_id)
-        self._update_follower(follower, fp.fetch_offset, broker_epoch, now_ms, out)
-        if fp.fetch_offset < self.log.end_offset:
-            return self.read_for_follower(fp)
-        return None
-
-    def read_for_follower(self, fp: FetchPartition) -> FetchedPartition:
-        error = self._check_leader_epoch(fp.current_leader_epoch)
-        if error is not None:
-            return self._error(error)
-        batches = self.log.read_from(fp.fetch_offset, MAX_FETCH_BATCHES)
-        return FetchedPartition(self.topic, self.partition, None, self.hwm, self.log.end_offset, batches=batches, topic_id=self.topic_id)
-
-    def has_data_for(self, fp: FetchPartition) -> bool:
-        return not self.is_leader or fp.current_leader_epoch != self.leader_epoch or fp.fetch_offset < self.log.end_offset
-
-    def _check_leader_epoch(self, epoch: int) -> str | None:
-        if not self.is_leader:
-            return NOT_LEADER_OR_FOLLOWER
-        if epoch < self.leader_epoch:
-            return FENCED_LEADER_EPOCH
-        if epoch > self.leader_epoch:
-            return UNKNOWN_LEADER_EPOCH
-        return None
-
-    def _error(self, error: str) -> FetchedPartition:
-        return FetchedPartition(self.topic, self.partition, error, self.hwm, self.log.end_offset, topic_id=self.topic_id)
-
-    def note_skipped_fetch(self, follower: int, at_ms: float) -> None:
-        """The follower's fetch at `at_ms` left this partition out (fetch_session.py): it was at
-        the leader's log end then, so caught up then, as Kafka's processing of the whole session
-        would have recorded."""
-        f = self.followers.get(follower)
-        if f is None or f.fetch_epoch != self.leader_epoch or at_ms <= f.last_fetch_ms:
-            return
-        f.last_caught_up_ms = max(f.last_caught_up_ms, at_ms)
-        f.last_fetch_ms = at_ms
-        f.last_fetch_leader_leo = f.leo
-
-    def _update_follower(self, follower: int, fetch_offset: int, broker_epoch: int, now_ms: float, out: Output) -> None:
-        f = self.followers[follower]
-        leader_leo = self.log.end_offset
-        # Kafka's Replica.updateFetchState: caught up now if the fetch reached the leader's LEO,
-        # or as of the previous fetch if it reached what the LEO was then.
-        if fetch_offset >= leader_leo:
-            f.last_caught_up_ms = now_ms
-        elif fetch_offset >= f.last_fetch_leader_leo:
-            f.last_caught_up_ms = max(f.last_caught_up_ms, f.last_fetch_ms)
-        f.last_fetch_leader_leo = leader_leo
-        f.last_fetch_ms = now_ms
-        f.leo = fetch_offset
-        f.broker_epoch = broker_epoch
-        f.fetch_epoch = self.leader_epoch
-        if fetch_offset <= self.hwm and follower in self.isr and (self.pending_isr is None or follower in self.pending_isr):
-            # An in-sync follower (in the replication quorum either way) at or below the HWM:
-            # the HWM, the smallest LEO of the quorum, cannot move on this fetch, and everything
-            # else that could move it re-evaluates it itself. The common case of a fetch on an
-            # idle partition, so that it costs no more than the bookkeeping above.
-            return
-        self.maybe_expand_isr(follower, now_ms, out)
-        self.maybe_advance_high_watermark(now_ms, out)
-
-    # --- ISR changes ---------------------------------------------------------------------------
-
-    def _isr_eligible(self, broker: int, f: FollowerState) -> bool:
-        reg = self.env.image.brokers.get(broker)
-        if reg is None or not reg.active:
-            return False
-        if self.env.settings.protocol.broker_epoch_in_alter_partition and f.broker_epoch != reg.epoch:
-            return False
-        return True
-
-    def maybe_expand_isr(self, follower: int, now_ms: float, out: Output) -> None:
-        """§6.5.3-6.5.4: an out-of-sync follower is in sync once it reached the local HWM and the
-        LESO, with a fetch in the current leader epoch."""
-        if not self.is_leader or self.pending_isr is not None or follower in self.isr:
-            return
-        if self.state is not None and self.state.leader_recovery_state == RECOVERING:
-            return  # KIP-704: no ISR expansion before the leader recovered
-        f = self.followers.get(follower)
-        if f is None or f.fetch_epoch != self.leader_epoch:
-            return
-        if f.leo < self.hwm or f.leo < self.leso:
-            return
-        if not self._isr_eligible(follower, f):
-            return
-        out.emit(IsrExpandProposed(self.topic, self.partition, follower, f.leo, self.hwm, self.leso, f.fetch_epoch, self.leader_epoch, topic_id=self.topic_id))
-        self._propose_isr(tuple(b for b in self.state.replicas if b in self.isr or b == follower), now_ms, out)
-
-    def maybe_shrink_isr(self, now_ms: float, out: Output) -> None:
-        if not self.is_leader or self.pending_isr is not None:
-            return
-        lag = self.env.settings.config.replica_lag_time_max_ms
-        me = self.env.broker_id
-        lagging = [b for b in self.isr if b != me and now_ms - self.followers.get(b, FollowerState()).last_caught_up_ms > lag]
-        if lagging:
-            out.emit(IsrShrinkProposed(self.topic, self.partition, tuple(lagging), topic_id=self.topic_id))
-            self._propose_isr(tuple(b for b in self.isr if b not in lagging), now_ms, out)
-
-    def _propose_isr(self, new_isr: tuple[int, ...], now_ms: float, out: Output, recovery: str | None = None) -> None:
-        self.pending_isr = new_isr
-        self.awaiting_metadata = False
-        self.pending_recovery = recovery
-        self._send_alter_partition(now_ms, out)
-        self.on_timer()
-        # The Maximal ISR applies at once; the HWM may move (a shrink without the Maximal ISR).
-        self.maybe_advance_high_watermark(now_ms, out)
-
-    def _send_alter_partition(self, now_ms: float, out: Output) -> None:
-        me, image = self.env.broker_id, self.env.image
-        members = []
-        for b in self.pending_isr:
-            if b == me:
-                epoch = self.env.broker_epoch or -1
-            else:
-                f = self.followers.get(b)
-                reg = image.brokers.get(b)
-                epoch = f.broker_epoch if f is not None and f.broker_epoch >= 0 else (reg.epoch if reg else -1)
-            members.append((b, epoch))
-        state = self.state.leader_recovery_state if self.state else RECOVERED
-        self.alter_attempt += 1
-        req = AlterPartitionRequest(
-            me, self.env.broker_epoch or -1, self.topic, self.partition, self.leader_epoch, self.partition_epoch,
-            tuple(members), self.pending_recovery or state, self.alter_attempt,
-        )
-        self.alter_sent_ms = now_ms
-        self.env.send_to_controller(req, out)
-
-    def on_alter_partition_response(self, resp: AlterPartitionResponse, now_ms: float, out: Output) -> None:
-        if not self.is_leader or self.pending_isr is None:
-            return
-        if (resp.request_leader_epoch, resp.request_partition_epoch) != (self.leader_epoch, self.partition_epoch):
-            return  # a late answer to a proposal made from an older partition state
-        if resp.error is not None and resp.request_attempt not in (-1, self.alter_attempt):
-            # A refusal of an attempt since retried: Kafka never delivers it (a retried request's
-            # connection is closed), and it may predate the controller's accepting the retry. An
-            # acceptance of any attempt is the committed state itself, taken below if newer.
-            return
-        if resp.error is None and resp.state is not None:
-            st = resp.state
-            if st.leader_epoch != self.leader_epoch or st.partition_epoch <= self.partition_epoch:
-                return  # an answer to an older proposal, or metadata already moved past it
-            self.state = st
-            self.isr = st.isr
-            self.partition_epoch = st.partition_epoch
-            self.pending_isr = None
-            self.pending_recovery = None
-            out.emit(IsrCommitted(self.topic, self.partition, tuple(st.isr), st.partition_epoch, topic_id=self.topic_id))
-            self.on_change()  # an ISR expansion may be possible again
-            self._after_isr_change(now_ms, out)
-        elif resp.error in (NOT_CONTROLLER, REQUEST_TIMED_OUT):
-            return  # retried by tick
-        elif resp.error in (INVALID_UPDATE_VERSION, FENCED_LEADER_EPOCH):
-            # Our view is stale: the controller's committed state may already hold this very
-            # proposal (an earlier attempt whose answer was lost). Keep the Maximal ISR and wait
-            # for the metadata log to tell us the committed state, as Kafka does; ask again only
-            # after a long pause, in case the refusal came from a controller's uncommitted state
-            # that a controller failover since threw away (then no metadata update will come).
-            out.emit(IsrChangeRejected(self.topic, self.partition, resp.error, tuple(self.pending_isr), topic_id=self.topic_id))
-            self.awaiting_metadata = True
-            self.alter_sent_ms = now_ms
-        else:
-            # Rejected as it stands (an ineligible replica...): the committed state is the one we
-            # know, so roll back to it (§6.5.2).
-            out.emit(IsrChangeRejected(self.topic, self.partition, resp.error, tuple(self.pending_isr), topic_id=self.topic_id))
-            self.pending_isr = None
-            self.pending_recovery = None
-            self.alter_sent_ms = now_ms
-            self.on_change()
-            self._maybe_report_quorum(out)
-
-    def _after_isr_change(self, now_ms: float, out: Output) -> None:
-        # KIP-966 ("the at-risk data"): once the ISR is below MinISR, pending acks=all requests are
-        # negatively acknowledged at once. (Kafka's DelayedProduce keeps them until the HWM passes
-        # them or they time out; the reference decides.)
-        if self.waiting and len(self.isr) < self.min_isr():
-            self._fail_waiting(NOT_ENOUGH_REPLICAS_AFTER_APPEND, out)
-        self.maybe_advance_high_watermark(now_ms, out)
-
     # --- ListOffsets -------------------------------------------------------------------------
 
     def list_offsets_latest(self, request_id: int, out: Output) -> ListOffsetsResponse:
@@ -688,9 +451,6 @@ class PartitionReplica:
         if self.pending_isr is not None:
             deadlines.append(self.alter_sent_ms + self._alter_retry_ms())
         return min(deadlines) if deadlines else None
-
-    def _alter_retry_ms(self) -> float:
-        return STALE_PROPOSAL_RETRY_MS if self.awaiting_metadata else ALTER_PARTITION_RETRY_MS
 
     def tick(self, now_ms: float, out: Output) -> None:
         if not self.is_leader:

@@ -7,9 +7,10 @@ requests clients and peers send it (Kafka's ReplicaManager and ReplicaFetcherMan
   one fetch in flight (Kafka's fetcher threads); its next fetch leaves as soon as the answer is
   applied, after a flush when writes must be durable before they are confirmed (fsync storage).
   Fetches run in incremental fetch sessions (KIP-227, fetch_session.py): requests and answers
-  carry the partitions that changed, and the leader processes only those.
+  carry the partitions that changed, and the leader processes only those (replica_fetcher.py).
 - The leader long-polls follower fetches (`replica.fetch.wait.max.ms`): a fetch with nothing to
-  return waits until a produce appends to one of its partitions, leadership moves, or the wait ends.
+  return waits until a produce appends to one of its partitions, leadership moves, or the wait ends
+  (leader_fetches.py).
 - Log directories (KIP-858): a failed directory's replicas go offline (`fail_dir`, Kafka's
   ReplicaManager.handleLogDirFailure and markPartitionOffline): no longer led, followed or read,
   answered KAFKA_STORAGE_ERROR, their metadata ignored, until the broker restarts; their files
@@ -23,7 +24,6 @@ requests clients and peers send it (Kafka's ReplicaManager and ReplicaFetcherMan
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -42,16 +42,14 @@ from storage.partition_log import (
     replica_dir,
 )
 
-from .fetch_session import FollowerSession, LeaderSession
+from .fetch_session import LeaderSession
+from .follower_fetches import MAX_FETCH_BATCHES
+from .leader_fetches import LeaderFetches, ParkedFetch
 from .messages import (
     CONSUMER,
-    FETCH_SESSION_ID_NOT_FOUND,
     FINAL_READER,
-    INITIAL_SESSION_EPOCH,
-    INVALID_FETCH_SESSION_EPOCH,
     KAFKA_STORAGE_ERROR,
     NOT_LEADER_OR_FOLLOWER,
-    OFFSET_OUT_OF_RANGE,
     UNKNOWN_TOPIC_OR_PARTITION,
     FetchedPartition,
     FetchRequest,
@@ -64,43 +62,19 @@ from .messages import (
     ProduceRequest,
     ProduceResponse,
 )
-from .replica import MAX_FETCH_BATCHES, PartitionReplica
+from .replica import PartitionReplica
+from .replica_fetcher import Fetcher, ReplicaFetching
 
 if TYPE_CHECKING:
     from .replica import ReplicaEnv
 
 HWM_CHECKPOINT_FILE = "replication-offset-checkpoint"
 HWM_CHECKPOINT_INTERVAL_MS = 5_000  # replica.high.watermark.checkpoint.interval.ms
-REPLICA_FETCH_BACKOFF_MS = 1_000  # replica.fetch.backoff.ms
-# Without replica.socket.timeout.ms, a fetch unanswered this long after its wait is retried (a
-# lost connection is noticed).
-FETCH_REQUEST_GRACE_MS = 2_000
 
 Key = tuple[str, int]
 
 
-@dataclass
-class Fetcher:
-    """Replicates the partitions this broker follows on one leader broker."""
-
-    leader: int
-    partitions: dict[Key, None] = field(default_factory=dict)  # ordered set
-    request_id: int = 0
-    sent_ms: float | None = None  # a fetch is in flight since then
-    next_fetch_ms: float | None = None  # back-off: no fetch before then
-    session: FollowerSession = field(default_factory=FollowerSession)
-
-
-@dataclass
-class ParkedFetch:
-    src: str
-    request: FetchRequest
-    deadline_ms: float
-    session: LeaderSession
-    answers: dict[Key, FetchedPartition | None]  # the partitions it processed
-
-
-class ReplicaManager:
+class ReplicaManager(ReplicaFetching, LeaderFetches):
     def __init__(self, env: ReplicaEnv) -> None:
         self.env = env
         self.replicas: dict[Key, PartitionReplica] = {}
@@ -314,100 +288,6 @@ class ReplicaManager:
         """The error for a request about a partition this broker does not serve."""
         return KAFKA_STORAGE_ERROR if key in self.offline else NOT_LEADER_OR_FOLLOWER
 
-    def _unfollow(self, key: Key) -> None:
-        for f in self.fetchers.values():
-            if key in f.partitions:
-                del f.partitions[key]
-                f.session.forget(key)
-
-    def _follow(self, key: Key, leader: int, now_ms: float, out: Output) -> None:
-        f = self.fetchers.get(leader)
-        if f is None:
-            f = self.fetchers[leader] = Fetcher(leader)
-        f.partitions[key] = None
-        f.session.add(key)
-        if f.sent_ms is None and (f.next_fetch_ms is None or f.next_fetch_ms <= now_ms):
-            self._send_fetch(f, now_ms, out)
-
-    # --- fetching from leaders -------------------------------------------------------------------
-
-    def _send_fetch(self, f: Fetcher, now_ms: float, out: Output) -> None:
-        # Nothing to fetch yet (no broker epoch, no replica of the partitions followed): back off,
-        # as Kafka's fetcher thread does with no active partition (AbstractFetcherThread.maybeFetch:
-        # "Back off for fetchBackOffMs"). A back-off left in the past would wake the broker again
-        # and again at the same instant.
-        if not f.partitions or self.env.broker_epoch is None:
-            f.sent_ms = None
-            f.next_fetch_ms = now_ms + REPLICA_FETCH_BACKOFF_MS
-            return
-        session = f.session
-        positions = []
-        if session.next_epoch == INITIAL_SESSION_EPOCH:
-            # A full request: every partition, and a new session.
-            session.reset()
-            for key in f.partitions:
-                replica = self.replicas.get(key)
-                if replica is not None:
-                    positions.append(session.sent.setdefault(key, replica.fetch_position()))
-            if not positions:
-                f.sent_ms = None
-                f.next_fetch_ms = now_ms + REPLICA_FETCH_BACKOFF_MS
-                return
-        else:
-            for key in session.changed:
-                replica = self.replicas.get(key)
-                if replica is not None and key in f.partitions:
-                    position = replica.fetch_position()
-                    if session.sent.get(key) != position:
-                        session.sent[key] = position
-                        positions.append(position)
-            session.changed.clear()
-        forgotten = tuple(session.forgotten)
-        session.forgotten.clear()
-        self.next_request_id += 1
-        f.request_id = self.next_request_id
-        f.sent_ms = now_ms
-        f.next_fetch_ms = None
-        req = FetchRequest(
-            f.request_id, self.env.broker_id, self.env.broker_epoch, self.env.settings.config.replica_fetch_wait_max_ms,
-            tuple(positions), session.session_id, session.next_epoch, forgotten,
-        )
-        # A fetch at offset x confirms everything below x: with fsync storage it leaves only once
-        # what it confirms is durable.
-        out.send(Envelope(self.env.node_id, f"b{f.leader}", req, after_flush=self.env.sync_flush))
-
-    def on_fetch_response(self, src: str, resp: FetchResponse, now_ms: float, out: Output) -> None:
-        f = self.fetchers.get(int(src[1:]))
-        if f is None or f.sent_ms is None or resp.request_id != f.request_id:
-            return  # an answer to a fetch we gave up on
-        f.sent_ms = None
-        session = f.session
-        if resp.error is not None:
-            # The leader does not know the session (it restarted) or its numbering: start over.
-            session.reset()
-            self._send_fetch(f, now_ms, out)
-            return
-        if session.next_epoch == INITIAL_SESSION_EPOCH:
-            session.session_id = resp.session_id
-        session.next_epoch += 1
-        failed = False
-        for fp in resp.partitions:
-            key = (fp.topic, fp.partition)
-            replica = self.replicas.get(key)
-            if key not in f.partitions or replica is None:
-                continue
-            replica.on_fetched(fp, now_ms, out)
-            if replica.fetch_failed:
-                self._unfollow(key)  # until a new leader epoch makes it a follower again
-                continue
-            session.changed[key] = None  # its position may have moved
-            if fp.error is not None and fp.diverging_epoch is None and fp.error != OFFSET_OUT_OF_RANGE:
-                failed = True
-        if failed:
-            f.next_fetch_ms = now_ms + REPLICA_FETCH_BACKOFF_MS
-        elif f.partitions:
-            self._send_fetch(f, now_ms, out)
-
     # --- requests from followers, clients and the controller -----------------------------------
 
     def on_fetch_request(self, src: str, req: FetchRequest, now_ms: float, out: Output) -> None:
@@ -416,113 +296,6 @@ class ReplicaManager:
             return
         # Followers always fetch in a session (consumers, above, never do).
         self._on_session_fetch(src, req, now_ms, out)
-
-    def _on_session_fetch(self, src: str, req: FetchRequest, now_ms: float, out: Output) -> None:
-        """A follower's fetch in its session: update the session from the request, process the
-        partitions that can have changed, answer those with something new, or park until one
-        has."""
-        follower = req.replica_id
-        reg = self.env.image.brokers.get(follower)
-        # What the follower's answers depend on in its registration (KIP-903's epoch check, and
-        # whether it may join an ISR).
-        registered = (reg.epoch, reg.fenced, reg.in_controlled_shutdown) if reg is not None else None
-        if req.session_epoch == INITIAL_SESSION_EPOCH:
-            self.next_session_id += 1
-            # Unique across this broker's restarts too (a new broker epoch each time).
-            session_id = ((self.env.broker_epoch or 0) << 20) + self.next_session_id
-            session = self.sessions[follower] = LeaderSession(session_id, follower, req.broker_epoch, registered)
-        else:
-            session = self.sessions.get(follower)
-            if session is None or session.session_id != req.session_id:
-                out.send(Envelope(self.env.node_id, src, FetchResponse(req.request_id, (), error=FETCH_SESSION_ID_NOT_FOUND)))
-                return
-            if req.session_epoch != session.epoch + 1:
-                out.send(Envelope(self.env.node_id, src, FetchResponse(req.request_id, (), error=INVALID_FETCH_SESSION_EPOCH)))
-                return
-            for key in req.forgotten:
-                session.positions.pop(key, None)
-                session.dirty.pop(key, None)
-                session.sent_hwm.pop(key, None)
-                session.last_processed_ms.pop(key, None)
-            if (req.broker_epoch, registered) != (session.broker_epoch, session.registered_epoch):
-                # The follower's broker epoch, or what the metadata says of it, moved: every
-                # partition's answer may change (KIP-903's check), or its ISR expansion.
-                session.broker_epoch, session.registered_epoch = req.broker_epoch, registered
-                session.dirty.update(dict.fromkeys(session.positions))
-        session.epoch = req.session_epoch
-        for fp in req.partitions:
-            key = (fp.topic, fp.partition)
-            session.positions[key] = fp
-            session.dirty[key] = None
-        session.previous_fetch_ms, session.last_fetch_ms = session.last_fetch_ms, now_ms
-        # Process what can have changed; a change during the processing or after it marks the
-        # partition again (`_on_replica_change`), so that the next fetch processes it.
-        processed = list(session.dirty)
-        session.dirty.clear()
-        answers: dict[Key, FetchedPartition | None] = {}
-        for key in processed:
-            fp = session.positions[key]
-            replica = self.replicas.get(key)
-            if replica is None:
-                answers[key] = FetchedPartition(fp.topic, fp.partition, self._missing_replica_error(key))
-                continue
-            if session.skipped_since_processed(key, session.previous_fetch_ms):
-                replica.note_skipped_fetch(follower, session.previous_fetch_ms)
-            session.last_processed_ms[key] = now_ms
-            answers[key] = replica.on_follower_fetch(fp, follower, req.broker_epoch, now_ms, out)
-        if any(a is not None for a in answers.values()) or req.max_wait_ms <= 0:
-            self._answer_session(src, req.request_id, session, answers, out)
-        else:
-            self.parked.append(ParkedFetch(src, req, now_ms + req.max_wait_ms, session, answers))
-
-    def _answer_session(self, src: str, request_id: int, session: LeaderSession, answers: dict[Key, FetchedPartition | None], out: Output) -> None:
-        """Answer with the session's partitions that have something new: the `answers` made
-        while processing the request, records or an error that came since, or a HWM the follower
-        has not had. A partition stays marked for the next fetch unless its follower is at the
-        log end (then, unless something changed since it was processed, it is clean: the next
-        fetches skip it, fetch_session.py)."""
-        parts = []
-        for key in [*answers, *(k for k in session.dirty if k not in answers)]:
-            answer = answers.get(key)
-            if answer is None:
-                fp = session.positions.get(key)
-                if fp is None:
-                    continue  # forgotten since
-                replica = self.replicas.get(key)
-                if replica is None:
-                    answer = FetchedPartition(fp.topic, fp.partition, self._missing_replica_error(key))
-                elif replica.has_data_for(fp) or fp.fetch_offset > replica.log.end_offset:
-                    answer = replica.read_for_follower(fp)
-                elif session.sent_hwm.get(key) != replica.hwm:
-                    answer = replica.read_for_follower(fp)  # caught up: only a new HWM to tell
-                    session.sent_hwm[key] = answer.high_watermark
-                    parts.append(answer)
-                    continue
-                else:
-                    continue
-            session.dirty[key] = None  # not caught up, or an error: process it again
-            session.sent_hwm[key] = answer.high_watermark
-            parts.append(answer)
-        out.send(Envelope(self.env.node_id, src, FetchResponse(request_id, tuple(parts), session.session_id)))
-
-    def _answer_parked(self, p: ParkedFetch, out: Output) -> None:
-        # A session replaced since means the follower gave up on this fetch: nobody waits for it.
-        if self.sessions.get(p.session.follower) is p.session:
-            self._answer_session(p.src, p.request.request_id, p.session, p.answers, out)
-
-    def _complete_parked(self, key: Key, now_ms: float, out: Output) -> None:
-        """Answer the parked fetches that now have something for partition `key`."""
-        if not self.parked:
-            return
-        replica = self.replicas.get(key)
-        keep = []
-        for p in self.parked:
-            fp = p.session.positions.get(key)
-            if fp is not None and (replica is None or replica.has_data_for(fp)):
-                self._answer_parked(p, out)
-            else:
-                keep.append(p)
-        self.parked = keep
 
     def _consumer_fetch(self, req: FetchRequest, *, final: bool = False) -> FetchResponse:
         """A consumer reads from the leader; the final read from any replica (below its HWM)."""
@@ -628,13 +401,6 @@ class ReplicaManager:
         if d is not None:
             deadlines.append(d)
         return min(deadlines)
-
-    def _fetch_timeout_ms(self) -> float:
-        """How long a fetch waits for its answer before the follower sends another."""
-        cfg = self.env.settings.config
-        if cfg.replica_socket_timeout_ms is not None:
-            return cfg.replica_socket_timeout_ms
-        return cfg.replica_fetch_wait_max_ms + FETCH_REQUEST_GRACE_MS
 
     def tick(self, now_ms: float, out: Output) -> None:
         cfg = self.env.settings.config

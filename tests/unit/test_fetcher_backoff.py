@@ -5,7 +5,8 @@ the broker's next deadline: the simulator woke the broker at the same instant ag
 and virtual time stopped (a swarm seed of raft_fsync off hung for minutes)."""
 
 from actors.contract import Output
-from actors.replication.replica_manager import REPLICA_FETCH_BACKOFF_MS, Fetcher, ReplicaManager
+from actors.replication.replica_fetcher import REPLICA_FETCH_BACKOFF_MS, Fetcher
+from actors.replication.replica_manager import ReplicaManager
 
 from .test_replica_rules import Env
 

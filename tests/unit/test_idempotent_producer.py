@@ -5,7 +5,8 @@ import math
 import random
 
 from actors.clients.produce_state import ProduceCommand
-from actors.clients.producer import PRODUCER_ID_STRIDE, RETRY_BACKOFF_JITTER, RETRY_BACKOFF_MS, ProducerNode
+from actors.clients.idempotence import PRODUCER_ID_STRIDE
+from actors.clients.producer import RETRY_BACKOFF_JITTER, RETRY_BACKOFF_MS, ProducerNode
 from actors.contract import Envelope, StartContext
 from actors.replication.messages import (
     NOT_ENOUGH_REPLICAS,
