@@ -1059,8 +1059,9 @@ class InvariantViolated(NamedTuple):
 
 @event("beyond_tolerance")
 class BeyondTolerance(NamedTuple):
-    """A partition suffered at least MinISR lossy unclean shutdowns of leader candidates:
-    NoCommittedRecordLostGlobally may fail there (protocol-facts.md)."""
+    """A partition suffered at least MinISR lossy unclean shutdowns of leader candidates (replicas
+    in its ISR, ELR or LastKnownELR when they crashed): NoCommittedRecordLostGlobally may fail
+    there (protocol-facts.md)."""
 
     topic: str
     partition: int

@@ -146,12 +146,13 @@ class PartitionChecks:
 
     def _survived(self, broker: int, key: Key, kept: tuple[list, list, list]) -> None:
         """A crash may have taken data of a replica that was a leader candidate (in the
-        controller's ISR or ELR): a lossy unclean shutdown (the protocol description §6.2).
+        controller's ISR or ELR, or in its LastKnownELR, from which KIP-966's unclean recovery
+        elects when both are empty): a lossy unclean shutdown (the protocol description §6.2).
         `kept`: the log's batches (base offsets, counts, CRCs) as the disk kept them."""
         self._dirty.add(key)
         before = self.view.crashed.get(broker, {}).get(key)
         state = self.view.committed_partition(key)
-        if before is None or state is None or broker not in set(state.isr) | set(state.elr):
+        if before is None or state is None or broker not in set(state.isr) | set(state.elr) | set(state.last_known_elr):
             return
         if kept != (before.bases, before.counts, before.crcs):
             self._lossy.setdefault(key, set()).add(broker)

@@ -41,3 +41,27 @@ def test_a_process_crash_loses_nothing_and_counts_nothing():
     c.crash("b2", "process")
     c.run_for(1_000)  # the checks run at the next event
     assert c.checks.partitions.beyond_tolerance == set()
+
+
+def test_a_lossy_crash_of_a_last_known_elr_member_counts_toward_the_tolerance():
+    """KIP-966's unclean recovery elects from the LastKnownELR when the ISR and the ELR are empty,
+    so a member of it is a leader candidate: its lossy crash counts. Found by `hunt` (seed 300616):
+    an ELR member back from a process crash went to the LastKnownELR, the sole ISR member and then
+    it lost what their page caches held, and the recovery elected one of them; the checks had
+    counted one lossy candidate only and reported the loss as a violation. (Disk losses here: the
+    records were written back long ago, so an OS crash would lose nothing.)"""
+    c = cluster()
+    c.crash("b2", "process")  # out of the ISR once fenced: ISR [1, 3]
+    assert c.run_until(lambda: c.view().partition("t-0").isr == [1, 3], 30_000)
+    c.link("b3", "b1", drop=1.0, delay_ms=0.0)  # b3 cannot fetch from the leader
+    c.crash("b3", "process")  # fenced: below MinISR, it goes to the ELR
+    assert c.run_until(lambda: c.view().partition("t-0").elr == [3], 30_000)
+    c.restart("b3")  # back from an unclean shutdown: out of the ELR, into the LastKnownELR
+    assert c.run_until(lambda: c.view().partition("t-0").last_known_elr == [3], 30_000)
+    assert c.view().partition("t-0").isr == [1]
+    c.crash("b1", "disk")  # the sole ISR member loses its log: one lossy candidate
+    c.run_for(1_000)
+    assert c.checks.partitions.beyond_tolerance == set()
+    c.crash("b3", "disk")  # a LastKnownELR member loses its log: two = MinISR
+    c.run_for(1_000)  # the checks run at the next event
+    assert c.checks.partitions.beyond_tolerance == {("t", 0)}
