@@ -89,7 +89,7 @@ class IsrChanges:
         self.awaiting_metadata = False
         self.pending_recovery = recovery
         self._send_alter_partition(now_ms, out)
-        self.on_timer()
+        self.deadline_moved = True
         # The Maximal ISR applies at once; the HWM may move (a shrink without the Maximal ISR).
         self.maybe_advance_high_watermark(now_ms, out)
 
@@ -133,7 +133,7 @@ class IsrChanges:
             self.pending_isr = None
             self.pending_recovery = None
             out.emit(IsrCommitted(self.topic, self.partition, tuple(st.isr), st.partition_epoch, topic_id=self.topic_id))
-            self.on_change()  # an ISR expansion may be possible again
+            self.answer_changed = True  # an ISR expansion may be possible again
             self._after_isr_change(now_ms, out)
         elif resp.error in (NOT_CONTROLLER, REQUEST_TIMED_OUT):
             return  # retried by tick
@@ -153,7 +153,7 @@ class IsrChanges:
             self.pending_isr = None
             self.pending_recovery = None
             self.alter_sent_ms = now_ms
-            self.on_change()
+            self.answer_changed = True
             self._maybe_report_quorum(out)
 
     def _after_isr_change(self, now_ms: float, out: Output) -> None:

@@ -74,7 +74,7 @@ class LeaderFetches:
             session.dirty[key] = None
         session.previous_fetch_ms, session.last_fetch_ms = session.last_fetch_ms, now_ms
         # Process what can have changed; a change during the processing or after it marks the
-        # partition again (`_on_replica_change`), so that the next fetch processes it.
+        # partition again (`_settle`), so that the next fetch processes it.
         processed = list(session.dirty)
         session.dirty.clear()
         answers: dict[Key, FetchedPartition | None] = {}
@@ -88,6 +88,7 @@ class LeaderFetches:
                 replica.note_skipped_fetch(follower, session.previous_fetch_ms)
             session.last_processed_ms[key] = now_ms
             answers[key] = replica.on_follower_fetch(fp, follower, req.broker_epoch, now_ms, out)
+            self._settle(key, replica)
         if any(a is not None for a in answers.values()) or req.max_wait_ms <= 0:
             self._answer_session(src, req.request_id, session, answers, out)
         else:

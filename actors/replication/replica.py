@@ -32,7 +32,6 @@ broker_epoch_in_alter_partition, leader_epoch_truncation.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -103,10 +102,6 @@ class WaitingProduce:
     deadline_ms: float
 
 
-def _no_timer() -> None:
-    pass
-
-
 class PartitionReplica(FollowerFetches, IsrChanges):
     def __init__(self, env: ReplicaEnv, topic: str, partition: int, log: PartitionLog, hwm: int) -> None:
         self.env = env
@@ -138,13 +133,15 @@ class PartitionReplica(FollowerFetches, IsrChanges):
         self.unflushed_messages = 0
         self.hwm_advances = 0
         self._reported_quorum: tuple | None = None  # (ISR, replication quorum) last reported
-        # Called when this replica may have gained an earlier deadline (a produce waits, an ISR
-        # proposal is out), once the deadline is set: the manager keeps the replicas' deadlines
-        # in a heap instead of asking every replica. Deadlines only move later without a call.
-        self.on_timer: Callable[[], None] = _no_timer
-        # Called when this replica's answer to a follower's fetch may have changed (its log end,
-        # HWM, role or partition state): the fetch sessions holding it process it again.
-        self.on_change: Callable[[], None] = _no_timer
+        # What a call changed that the replica manager must act on: the replica sets them, the
+        # manager reads and clears them when the call returns (ReplicaManager._settle).
+        # `deadline_moved`: the replica may have gained an earlier deadline (a produce waits, an
+        # ISR proposal is out): the manager keeps the replicas' deadlines in an index instead of
+        # asking every replica; deadlines only move later without it. `answer_changed`: its
+        # answer to a follower's fetch may have changed (its log end, HWM, role or partition
+        # state): the fetch sessions holding it process it again at their next fetch.
+        self.deadline_moved = False
+        self.answer_changed = False
 
     # --- derived state ---------------------------------------------------------------------------
 
@@ -177,7 +174,7 @@ class PartitionReplica(FollowerFetches, IsrChanges):
         self.followers = {}
         self._reported_quorum = None
         self.fetch_failed = False
-        self.on_change()
+        self.answer_changed = True
 
     def become_leader(self, rec: PartitionRecord, now_ms: float, out: Output) -> None:
         me = self.env.broker_id
@@ -210,7 +207,7 @@ class PartitionReplica(FollowerFetches, IsrChanges):
         self.role = "none"
         self.followers = {}
         self.pending_isr = None
-        self.on_change()
+        self.answer_changed = True
 
     def on_partition_change(self, rec: PartitionRecord, now_ms: float, out: Output) -> None:
         """Metadata for the same leader epoch: the committed ISR and partition epoch moved on (a
@@ -220,7 +217,7 @@ class PartitionReplica(FollowerFetches, IsrChanges):
         self.state = rec
         self.partition_epoch = rec.partition_epoch
         self.isr = rec.isr
-        self.on_change()
+        self.answer_changed = True
         if self.is_leader:
             self.pending_isr = None  # the committed state replaces any proposal (Kafka does too)
             self.pending_recovery = None
@@ -262,7 +259,7 @@ class PartitionReplica(FollowerFetches, IsrChanges):
         base = self.log.end_offset
         self.log.append(batch.stamped(base, self.leader_epoch), out)
         out.emit(Appended(self.topic, self.partition, base, batch.count, self.leader_epoch, batch.crc, topic_id=self.topic_id))
-        self.on_change()
+        self.answer_changed = True
         self._after_append(src, req, base, base + batch.count, now_ms, out)
         self._maybe_flush(batch.count, out)
         self.maybe_advance_high_watermark(now_ms, out)
@@ -275,7 +272,7 @@ class PartitionReplica(FollowerFetches, IsrChanges):
             out.send(Envelope(self.env.node_id, src, resp, after_flush=self.env.sync_flush))
             return
         self.waiting.append(WaitingProduce(end, src, req, base, now_ms + req.timeout_ms))
-        self.on_timer()
+        self.deadline_moved = True
 
     def _maybe_flush(self, messages: int, out: Output) -> None:
         """fsync storage flushes every append before it counts; page_cache flushes per
@@ -339,7 +336,7 @@ class PartitionReplica(FollowerFetches, IsrChanges):
         self.hwm = new
         self.hwm_advances += 1
         out.emit(ReplicaHwm(self.topic, self.partition, new, topic_id=self.topic_id))
-        self.on_change()
+        self.answer_changed = True
         if self.waiting:
             self._answer_waiting(lambda w: w.required_offset <= new, None, out)
         return True
@@ -438,7 +435,7 @@ class PartitionReplica(FollowerFetches, IsrChanges):
         after = self.log.truncate_to(offset, out)
         self.hwm = min(self.hwm, after)
         self.durable_end = min(self.durable_end, after)
-        self.on_change()
+        self.answer_changed = True
         if after < before:
             out.emit(Truncated(self.topic, self.partition, reason, before, after, topic_id=self.topic_id))
 

@@ -122,6 +122,7 @@ class ReplicaFetching:
             if key not in f.partitions or replica is None:
                 continue
             replica.on_fetched(fp, now_ms, out)
+            self._settle(key, replica)
             if replica.fetch_failed:
                 self._unfollow(key)  # until a new leader epoch makes it a follower again
                 continue

@@ -24,7 +24,6 @@ requests clients and peers send it (Kafka's ReplicaManager and ReplicaFetcherMan
 
 from __future__ import annotations
 
-from functools import partial
 from typing import TYPE_CHECKING
 
 from actors.contract import Delete, Envelope, Flush, FlushCompleted, Output, Replace
@@ -130,20 +129,23 @@ class ReplicaManager(ReplicaFetching, LeaderFetches):
 
     def _add_replica(self, key: Key, replica: PartitionReplica) -> PartitionReplica:
         self.replicas[key] = replica
-        replica.on_timer = partial(self._on_replica_timer, key, replica)
-        replica.on_change = partial(self._on_replica_change, key)
         return replica
 
-    def _on_replica_change(self, key: Key) -> None:
-        """The replica's answer to a follower's fetch may have changed (its log end, HWM, role or
-        partition state): every session holding the partition processes it at its next fetch."""
-        for session in self.sessions.values():
-            if key in session.positions:
-                session.dirty[key] = None
-
-    def _on_replica_timer(self, key: Key, replica: PartitionReplica) -> None:
-        self.timed[key] = replica
-        self.deadlines.schedule(key)
+    def _settle(self, key: Key, replica: PartitionReplica) -> None:
+        """Act on what a call into the replica changed (the flags it sets, replica.py), once the
+        call has returned: every call that may change a replica is followed by this.
+        - its answer to a follower's fetch may have changed (its log end, HWM, role or partition
+          state): every session holding the partition processes it at its next fetch;
+        - it may have gained an earlier deadline: the deadline index learns it."""
+        if replica.answer_changed:
+            replica.answer_changed = False
+            for session in self.sessions.values():
+                if key in session.positions:
+                    session.dirty[key] = None
+        if replica.deadline_moved:
+            replica.deadline_moved = False
+            self.timed[key] = replica
+            self.deadlines.schedule(key)
 
     def _replica_deadline(self, key: Key) -> float | None:
         r = self.timed.get(key)
@@ -181,18 +183,22 @@ class ReplicaManager(ReplicaFetching, LeaderFetches):
         if rec.leader == me:
             if replica.is_leader and replica.leader_epoch == rec.leader_epoch:
                 replica.on_partition_change(rec, now_ms, out)
+                self._settle(key, replica)
             else:
                 self._unfollow(key)
                 replica.become_leader(rec, now_ms, out)
+                self._settle(key, replica)
                 self._complete_parked(key, now_ms, out)
         elif replica.role == "follower" and replica.leader_epoch == rec.leader_epoch:
             replica.on_partition_change(rec, now_ms, out)
+            self._settle(key, replica)
             if self._stops_fetching(rec):
                 self._unfollow(key)
         else:
             was_leader = replica.is_leader
             self._unfollow(key)
             replica.become_follower(rec, now_ms, out)
+            self._settle(key, replica)
             if was_leader:
                 self._complete_parked(key, now_ms, out)
             if rec.leader is not None and not self._stops_fetching(rec):
@@ -233,6 +239,7 @@ class ReplicaManager(ReplicaFetching, LeaderFetches):
     def _remove_replica(self, key: Key, replica: PartitionReplica, out: Output) -> None:
         self._unfollow(key)
         replica.stop(out)
+        self._settle(key, replica)
         del self.replicas[key]
         self.timed.pop(key, None)
         self.leading.discard(key)
@@ -261,6 +268,7 @@ class ReplicaManager(ReplicaFetching, LeaderFetches):
     def _take_offline(self, key: Key, replica: PartitionReplica, log_dir: int, now_ms: float, out: Output) -> None:
         self._unfollow(key)
         replica.stop(out, KAFKA_STORAGE_ERROR)
+        self._settle(key, replica)
         del self.replicas[key]
         self.timed.pop(key, None)
         self.leading.discard(key)
@@ -331,6 +339,7 @@ class ReplicaManager(ReplicaFetching, LeaderFetches):
             return
         before = replica.log.end_offset
         replica.on_produce(src, req, now_ms, out)
+        self._settle(key, replica)
         if replica.log.end_offset > before:
             self._complete_parked(key, now_ms, out)
 
@@ -367,9 +376,11 @@ class ReplicaManager(ReplicaFetching, LeaderFetches):
         out.send(Envelope(self.env.node_id, src, resp))
 
     def on_alter_partition_response(self, resp: AlterPartitionResponse, now_ms: float, out: Output) -> None:
-        replica = self.replicas.get((resp.topic, resp.partition))
+        key = (resp.topic, resp.partition)
+        replica = self.replicas.get(key)
         if replica is not None:
             replica.on_alter_partition_response(resp, now_ms, out)
+            self._settle(key, replica)
 
     def on_flush_completed(self, done: FlushCompleted, now_ms: float, out: Output) -> bool:
         token = done.token
@@ -379,6 +390,7 @@ class ReplicaManager(ReplicaFetching, LeaderFetches):
         replica = self.replicas.get((topic, partition))
         if replica is not None:
             replica.on_flushed(end, now_ms, out)
+            self._settle((topic, partition), replica)
         return True
 
     # --- timers --------------------------------------------------------------------------------
@@ -419,6 +431,7 @@ class ReplicaManager(ReplicaFetching, LeaderFetches):
                 self._send_fetch(f, now_ms, out)
         for key, r in list(self.timed.items()):
             r.tick(now_ms, out)
+            self._settle(key, r)
             if r.next_deadline() is None:
                 del self.timed[key]
         if now_ms >= self.next_shrink_check_ms:
@@ -426,6 +439,7 @@ class ReplicaManager(ReplicaFetching, LeaderFetches):
             self._apply_skipped_fetches()
             for key in [k for k in self.replicas if k in self.leading]:
                 self.replicas[key].maybe_shrink_isr(now_ms, out)
+                self._settle(key, self.replicas[key])
         if self.next_flush_ms is not None and now_ms >= self.next_flush_ms:
             self.next_flush_ms = now_ms + cfg.log_flush_interval_ms
             out.write(Flush())
@@ -453,8 +467,9 @@ class ReplicaManager(ReplicaFetching, LeaderFetches):
             out.write(Replace(HWM_CHECKPOINT_FILE, pack(current)))
 
     def stop_all(self, out: Output) -> None:
-        for r in self.replicas.values():
+        for key, r in self.replicas.items():
             r.stop(out)
+            self._settle(key, r)
         self.timed.clear()
         self.deadlines.clear()
         self.leading.clear()
