@@ -92,7 +92,7 @@ class LeaderFetches:
         if any(a is not None for a in answers.values()) or req.max_wait_ms <= 0:
             self._answer_session(src, req.request_id, session, answers, out)
         else:
-            self.parked.append(ParkedFetch(src, req, now_ms + req.max_wait_ms, session, answers))
+            self.parked.watch(ParkedFetch(src, req, now_ms + req.max_wait_ms, session, answers))
 
     def _answer_session(self, src: str, request_id: int, session: LeaderSession, answers: dict[Key, FetchedPartition | None], out: Output) -> None:
         """Answer with the session's partitions that have something new: the `answers` made
@@ -134,11 +134,10 @@ class LeaderFetches:
         if not self.parked:
             return
         replica = self.replicas.get(key)
-        keep = []
-        for p in self.parked:
+
+        def has_data(p: ParkedFetch) -> bool:
             fp = p.session.positions.get(key)
-            if fp is not None and (replica is None or replica.has_data_for(fp)):
-                self._answer_parked(p, out)
-            else:
-                keep.append(p)
-        self.parked = keep
+            return fp is not None and (replica is None or replica.has_data_for(fp))
+
+        for p in self.parked.complete(has_data):
+            self._answer_parked(p, out)

@@ -65,6 +65,7 @@ from .messages import (
     ProduceRequest,
     ProduceResponse,
 )
+from .purgatory import Purgatory
 
 if TYPE_CHECKING:
     from actors.settings import ClusterSettings
@@ -129,7 +130,7 @@ class PartitionReplica(FollowerFetches, IsrChanges):
         self.alter_attempt = 0  # the number of the latest AlterPartition attempt sent
         self.followers: dict[int, FollowerState] = {}
         self.durable_end = log.end_offset  # the leader's own LEO counted toward the HWM
-        self.waiting: list[WaitingProduce] = []
+        self.waiting: Purgatory[WaitingProduce] = Purgatory()  # acks=all produces until the HWM passes them
         self.unflushed_messages = 0
         self.hwm_advances = 0
         self._reported_quorum: tuple | None = None  # (ISR, replication quorum) last reported
@@ -271,7 +272,7 @@ class PartitionReplica(FollowerFetches, IsrChanges):
             resp = ProduceResponse(req.request_id, req.topic, req.partition, None, base, self.topic_id)
             out.send(Envelope(self.env.node_id, src, resp, after_flush=self.env.sync_flush))
             return
-        self.waiting.append(WaitingProduce(end, src, req, base, now_ms + req.timeout_ms))
+        self.waiting.watch(WaitingProduce(end, src, req, base, now_ms + req.timeout_ms))
         self.deadline_moved = True
 
     def _maybe_flush(self, messages: int, out: Output) -> None:
@@ -293,10 +294,7 @@ class PartitionReplica(FollowerFetches, IsrChanges):
             self.maybe_advance_high_watermark(now_ms, out)
 
     def _fail_waiting(self, error: str, out: Output) -> None:
-        for w in self.waiting:
-            resp = ProduceResponse(w.request.request_id, self.topic, self.partition, error, w.base_offset, self.topic_id)
-            out.send(Envelope(self.env.node_id, w.reply_to, resp))
-        self.waiting = []
+        self._answer_produces(self.waiting.take_all(), error, out)
 
     # --- the high watermark ------------------------------------------------------------------
 
@@ -337,8 +335,7 @@ class PartitionReplica(FollowerFetches, IsrChanges):
         self.hwm_advances += 1
         out.emit(ReplicaHwm(self.topic, self.partition, new, topic_id=self.topic_id))
         self.answer_changed = True
-        if self.waiting:
-            self._answer_waiting(lambda w: w.required_offset <= new, None, out)
+        self._answer_produces(self.waiting.complete(lambda w: w.required_offset <= new), None, out)
         return True
 
     def _maybe_report_quorum(self, out: Output) -> None:
@@ -349,14 +346,11 @@ class PartitionReplica(FollowerFetches, IsrChanges):
             self._reported_quorum = now
             out.emit(ReplicationQuorum(self.topic, self.partition, tuple(self.isr), now[1], topic_id=self.topic_id))
 
-    def _answer_waiting(self, finished, error: str | None, out: Output) -> None:
-        """Answer the acks=all produce requests for which `finished(w)` holds, with `error`."""
-        done = [w for w in self.waiting if finished(w)]
-        if done:
-            self.waiting = [w for w in self.waiting if not finished(w)]
-            for w in done:
-                resp = ProduceResponse(w.request.request_id, self.topic, self.partition, error, w.base_offset, self.topic_id)
-                out.send(Envelope(self.env.node_id, w.reply_to, resp))
+    def _answer_produces(self, done: list[WaitingProduce], error: str | None, out: Output) -> None:
+        """Answer acks=all produce requests taken out of the purgatory, with `error` (None: acknowledged)."""
+        for w in done:
+            resp = ProduceResponse(w.request.request_id, self.topic, self.partition, error, w.base_offset, self.topic_id)
+            out.send(Envelope(self.env.node_id, w.reply_to, resp))
 
     # --- ListOffsets -------------------------------------------------------------------------
 
@@ -444,7 +438,8 @@ class PartitionReplica(FollowerFetches, IsrChanges):
     def next_deadline(self) -> float | None:
         if not self.is_leader:
             return None
-        deadlines = [min(w.deadline_ms for w in self.waiting)] if self.waiting else []
+        waiting = self.waiting.next_deadline()
+        deadlines = [waiting] if waiting is not None else []
         if self.pending_isr is not None:
             deadlines.append(self.alter_sent_ms + self._alter_retry_ms())
         return min(deadlines) if deadlines else None
@@ -452,8 +447,7 @@ class PartitionReplica(FollowerFetches, IsrChanges):
     def tick(self, now_ms: float, out: Output) -> None:
         if not self.is_leader:
             return
-        if self.waiting:
-            self._answer_waiting(lambda w: w.deadline_ms <= now_ms, REQUEST_TIMED_OUT, out)
+        self._answer_produces(self.waiting.expire(now_ms), REQUEST_TIMED_OUT, out)
         if self.pending_isr is not None and now_ms >= self.alter_sent_ms + self._alter_retry_ms():
             self._send_alter_partition(now_ms, out)
 

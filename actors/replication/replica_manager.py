@@ -61,6 +61,7 @@ from .messages import (
     ProduceRequest,
     ProduceResponse,
 )
+from .purgatory import Purgatory
 from .replica import PartitionReplica
 from .replica_fetcher import Fetcher, ReplicaFetching
 
@@ -87,7 +88,7 @@ class ReplicaManager(ReplicaFetching, LeaderFetches):
         self.fetchers: dict[int, Fetcher] = {}
         self.sessions: dict[int, LeaderSession] = {}  # by follower broker: its fetch session here
         self.next_session_id = 0
-        self.parked: list[ParkedFetch] = []
+        self.parked: Purgatory[ParkedFetch] = Purgatory()  # follower fetches long-polling (leader_fetches.py)
         self.next_request_id = 0
         self.checkpointed: dict[str, int] = {}
         self.next_checkpoint_ms = 0.0
@@ -401,8 +402,9 @@ class ReplicaManager(ReplicaFetching, LeaderFetches):
             deadlines.append(self.next_shrink_check_ms)
         if self.next_flush_ms is not None:
             deadlines.append(self.next_flush_ms)
-        for p in self.parked:
-            deadlines.append(p.deadline_ms)
+        parked = self.parked.next_deadline()
+        if parked is not None:
+            deadlines.append(parked)
         grace = self._fetch_timeout_ms()
         for f in self.fetchers.values():
             if f.sent_ms is not None:
@@ -416,12 +418,8 @@ class ReplicaManager(ReplicaFetching, LeaderFetches):
 
     def tick(self, now_ms: float, out: Output) -> None:
         cfg = self.env.settings.config
-        if self.parked:
-            due = [p for p in self.parked if p.deadline_ms <= now_ms]
-            if due:
-                self.parked = [p for p in self.parked if p.deadline_ms > now_ms]
-                for p in due:
-                    self._answer_parked(p, out)
+        for p in self.parked.expire(now_ms):
+            self._answer_parked(p, out)
         grace = self._fetch_timeout_ms()
         for f in self.fetchers.values():
             if f.sent_ms is not None and now_ms >= f.sent_ms + grace:
@@ -475,4 +473,4 @@ class ReplicaManager(ReplicaFetching, LeaderFetches):
         self.leading.clear()
         self.fetchers.clear()
         self.sessions.clear()
-        self.parked.clear()
+        self.parked.take_all()
