@@ -21,7 +21,8 @@ from rich.table import Table
 
 from actors.runtime import interrupts
 from kraftlab import demo as demo_mod
-from kraftlab.runner import RunResult, RunSetupError, default_run_dir, kernel_faults_refusal, out_dir_problem, out_dir_refusal, run_scenario
+from kraftlab.runner import (RunResult, RunSetupError, default_run_dir, kernel_faults_refusal, listeners_refusal, out_dir_problem,
+                             out_dir_refusal, run_scenario)
 from workloads.scenario.loading import ScenarioError, library_scenarios, load_scenario, parse_yaml
 from workloads.scenario.schema import Scenario
 
@@ -117,6 +118,8 @@ def run(scenario: str, runtime: str | None, seed: int | None, out_dir: Path | No
         return
     if faults == "kernel" and (refusal := kernel_faults_refusal(sc)) is not None:
         _input_error(f"{scenario}: {refusal}")
+    if (refusal := listeners_refusal(sc)) is not None:
+        _input_error(f"{scenario}: {refusal}")
     _run_and_report(sc, scenario, overrides, out_dir, address, metrics_port, metrics_host, faults)
 
 
@@ -139,6 +142,7 @@ def _run_and_report(sc: Scenario, source: str, overrides: tuple[str, ...], out_d
                 metrics_port=metrics_port,
                 metrics_host=metrics_host,
                 on_metrics_url=lambda url: out.print(f"metrics: {url}", highlight=False),
+                on_bootstrap_servers=lambda servers: out.print(f"bootstrap servers (Kafka clients): {servers}", highlight=False),
                 faults=faults,
             )
     except RunSetupError as exc:

@@ -104,6 +104,14 @@ def kernel_faults_refusal(scenario: Scenario) -> str | None:
     return None
 
 
+def listeners_refusal(scenario: Scenario) -> str | None:
+    """Why the scenario's `cluster.listeners` cannot run on its runtime (None: they can)."""
+    if scenario.cluster.listeners and scenario.runtime != "ray":
+        return ("cluster.listeners: [kafka] needs runtime ray (a real client's connections run on real time, which the "
+                "simulator's virtual clock does not); add --runtime ray, or remove the listeners")
+    return None
+
+
 def _netem_note() -> str:
     """What this machine's kernel says of netem, when it can be read."""
     import gzip
@@ -173,6 +181,7 @@ def _run_scenario(
     metrics_port: int | None = None,
     metrics_host: str = "127.0.0.1",
     on_metrics_url: Callable[[str], None] | None = None,
+    on_bootstrap_servers: Callable[[str], None] | None = None,
     faults: str = "emulated",
 ) -> RunResult:
     """Run `scenario` and write its run directory; `source` is how the user named it (for replay).
@@ -192,6 +201,8 @@ def _run_scenario(
         # Before Ray: a taken port is bad input, and nothing should run (Ray takes seconds to start).
         _refuse_unservable(metrics_host, metrics_port)
     if faults == "kernel" and (refusal := kernel_faults_refusal(scenario)) is not None:
+        raise RunSetupError(refusal)
+    if (refusal := listeners_refusal(scenario)) is not None:
         raise RunSetupError(refusal)
     if scenario.runtime == "ray":
         _join_ray(address)
@@ -261,6 +272,8 @@ def _run_scenario(
             on_metrics_url(f"http://{metrics_host}:{server.server_port}/metrics")
         try:
             runtime = build_cluster(scenario, [events, availability, metrics_sink], address, faults)
+            if getattr(runtime, "bootstrap_servers", None) and on_bootstrap_servers is not None:
+                on_bootstrap_servers(runtime.bootstrap_servers)
             metrics.model.lost.view = runtime.view()
             steps = StepRunner(runtime, scenario)
             failures = steps.run(on_step)
@@ -375,6 +388,7 @@ def build_summary(
     epilogue = [v for v in runtime.violations() if v["invariant"] not in violated] if runtime is not None else []
     ok = not failures and violated | {v["invariant"] for v in epilogue} == set(scenario.expect_violations)
     stats: dict[str, Any] = {}
+    bootstrap_servers = None
     final: dict[str, Any] = at_end["final"] if at_end is not None else {"partitions": {}, "brokers": {}, "quorum": {}}
     if runtime is not None:
         view = runtime.view()
@@ -406,6 +420,7 @@ def build_summary(
             stats["availability"] = availability.report(runtime.now_ms)
         if "placement" in runtime_stats:
             stats["placement"] = runtime_stats["placement"]
+        bootstrap_servers = runtime_stats.get("bootstrap_servers")
     return plain(
         {
             "scenario": scenario.name,
@@ -421,5 +436,6 @@ def build_summary(
             "stats": stats,
             "final": final,
             "replay": replay,
+            **({"bootstrap_servers": bootstrap_servers} if bootstrap_servers else {}),
         }
     )

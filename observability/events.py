@@ -40,6 +40,9 @@ COLUMN_TYPES: dict[str, str] = {
     # records and clients (docs/reference)
     "producer": "string",
     "sequence": "int64",
+    "client": "string",  # a Kafka client's address (host:port) as its broker's listener saw it
+    "api": "string",  # a Kafka API's name: Produce, Fetch, Metadata...
+    "api_version": "int32",
     "topic": "string",
     "topic_id": "string",  # the topic's identity: a topic deleted and created again is a new one
     "partition": "int32",
@@ -728,6 +731,25 @@ class IsrChangeRejected(NamedTuple):
     error: str
     proposed: tuple[int, ...]
     topic_id: str | None = None
+
+
+@event("kafka_request")
+class KafkaRequest(NamedTuple):
+    """A broker's Kafka listener answered a real Kafka client's request (actors/runtime/kafka/):
+    one row per partition a Produce, Fetch or ListOffsets names, one per Metadata or ApiVersions
+    request. `error`: Kafka's name for the answer's error (None: none); `offset`: a produce's base
+    offset, a fetch's first batch, a ListOffsets answer; `count`: the records produced or fetched;
+    `producer`: the name the produce's records have in `produce_send` and `produce_ack` rows."""
+
+    client: str
+    api: str
+    api_version: int
+    topic: str | None = None
+    partition: int | None = None
+    error: str | None = None
+    offset: int | None = None
+    count: int | None = None
+    producer: str | None = None
 
 
 @event("list_offsets")

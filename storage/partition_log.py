@@ -86,11 +86,34 @@ class RecordBatch:
 @pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class ProducerEntry:
-    """The last batch a producer appended (idempotence: the leader deduplicates retries)."""
+    """The last batches a producer appended (idempotence: the leader deduplicates retries). Kafka
+    keeps the last five (ProducerStateManager's batch metadata), for a producer with up to five
+    requests in flight per partition (max.in.flight.requests.per.connection <= 5): a retry of any
+    of them is a duplicate."""
 
-    last_sequence: int
+    last_sequence: int  # of the last batch
     base_sequence: int
     base_offset: int
+    earlier: tuple[tuple[int, int], ...] = ()  # (base sequence, base offset) of the four batches before, newest first
+
+    def appended(self, batch: RecordBatch) -> ProducerEntry:
+        earlier = ((self.base_sequence, self.base_offset), *self.earlier)[:PRODUCER_BATCHES_KEPT - 1]
+        return ProducerEntry(batch.last_sequence, batch.base_sequence, batch.base_offset, earlier)
+
+    def offset_of(self, base_sequence: int) -> int | None:
+        """Where the kept batch starting at `base_sequence` went (None: none kept starts there)."""
+        if base_sequence == self.base_sequence:
+            return self.base_offset
+        return next((offset for sequence, offset in self.earlier if sequence == base_sequence), None)
+
+
+PRODUCER_BATCHES_KEPT = 5
+
+
+def producer_entry(previous: ProducerEntry | None, batch: RecordBatch) -> ProducerEntry:
+    if previous is None:
+        return ProducerEntry(batch.last_sequence, batch.base_sequence, batch.base_offset)
+    return previous.appended(batch)
 
 
 def replica_dir(topic: str, partition: int) -> str:
@@ -234,7 +257,7 @@ class PartitionLog:
         self._bases.append(batch.base_offset)
         self.end_offset = batch.next_offset
         if batch.producer_id != NO_PRODUCER:
-            self.producers[batch.producer_id] = ProducerEntry(batch.last_sequence, batch.base_sequence, batch.base_offset)
+            self.producers[batch.producer_id] = producer_entry(self.producers.get(batch.producer_id), batch)
 
     def assign_epoch(self, epoch: int, start_offset: int, out: Output) -> None:
         """A new leader records where its epoch starts (its LESO) before appending anything."""
@@ -276,7 +299,7 @@ class PartitionLog:
         self.producers = {}
         for b in self.batches:
             if b.producer_id != NO_PRODUCER:
-                self.producers[b.producer_id] = ProducerEntry(b.last_sequence, b.base_sequence, b.base_offset)
+                self.producers[b.producer_id] = producer_entry(self.producers.get(b.producer_id), b)
 
     # --- recovery ------------------------------------------------------------------------------
 

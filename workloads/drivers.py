@@ -58,6 +58,7 @@ def run_settings(scenario: Scenario) -> RunSettings:
         background_flush_interval_ms=spec.disk.background_flush_interval_ms,
         dirty_expire_ms=spec.disk.dirty_expire_ms,
         disruption_checks=scenario.disruption_checks,
+        kafka_listeners="kafka" in spec.listeners,
     )
 
 

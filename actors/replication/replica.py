@@ -245,13 +245,13 @@ class PartitionReplica(FollowerFetches, IsrChanges):
             return reply(NOT_ENOUGH_REPLICAS)
         batch = req.batch
         if batch.producer_id != NO_PRODUCER:
-            # The producer keeps one batch in flight per partition, so a retry can only be of the
-            # last batch the log holds from it: one entry per producer is enough (Kafka keeps five,
-            # for max.in.flight.requests.per.connection <= 5).
+            # A retry of one of the producer's last five batches (kraftlab's producer keeps one in
+            # flight per partition; a Kafka client may keep five): answer with where it went
+            # (idempotence, KIP-98).
             seen = self.log.producers.get(batch.producer_id)
-            if seen is not None and batch.base_sequence == seen.base_sequence:
-                # A retry of the last batch: answer with where it went (idempotence, KIP-98).
-                return self._after_append(src, req, seen.base_offset, seen.base_offset + batch.count, now_ms, out, duplicate=True)
+            original = seen.offset_of(batch.base_sequence) if seen is not None else None
+            if original is not None:
+                return self._after_append(src, req, original, original + batch.count, now_ms, out, duplicate=True)
             # A producer the log holds nothing of (a new id, or its batches lost with a page cache
             # or truncated away) may start at any sequence, as in Kafka >= 2.5 (KIP-360); else the
             # batch must follow its last one.

@@ -55,6 +55,8 @@ class RunSettings:
     dirty_expire_ms: float
     # Also check the quorum's liveness (EpochInflation, StaleLeader) as violations.
     disruption_checks: bool = False
+    # Every broker also serves Kafka's binary protocol (`cluster.listeners: [kafka]`; Ray only).
+    kafka_listeners: bool = False
 
 
 # --- the protocol steps, as the drivers carry them out ------------------------------------------

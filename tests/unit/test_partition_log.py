@@ -113,6 +113,19 @@ def test_idempotent_producer_state_follows_the_log():
     assert 7 not in log.producers
 
 
+def test_the_producer_state_keeps_the_last_five_batches_as_kafka_does():
+    """A producer with five requests in flight may retry any of them: the leader finds where each
+    of its last five batches went (ProducerStateManager), and no older one."""
+    log, out = PartitionLog("partitions/t-0"), Output()
+    for i in range(6):
+        log.append(batch(["x", "y"], 0, 2 * i, pid=7, seq=2 * i), out)
+    entry = log.producers[7]
+    assert [entry.offset_of(2 * i) for i in range(6)] == [None, 2, 4, 6, 8, 10]
+    assert entry.offset_of(1) is None  # a sequence inside a batch starts none
+    log.truncate_to(6, out)  # the producer state is rebuilt from what the log keeps
+    assert [log.producers[7].offset_of(2 * i) for i in range(6)] == [0, 2, 4, None, None, None]
+
+
 def test_idempotent_producer_state_is_what_survived_a_crash():
     """Recovery rebuilds the producer state from the batches the files kept: after a page cache
     loss took the last batch, the producer's last batch is the one before."""

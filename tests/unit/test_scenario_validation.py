@@ -168,7 +168,7 @@ def test_bad_overrides_exit_2(tmp_path, override, words):
 @pytest.mark.parametrize(
     "override,where",
     [
-        ("cluster.protocl.prevote=false", "cluster.protocl: unknown key (expected one of: brokers, controllers, racks, storage, log_dirs, config, protocol, network, disk) (from --set cluster.protocl.prevote=false)"),
+        ("cluster.protocl.prevote=false", "cluster.protocl: unknown key (expected one of: brokers, controllers, racks, storage, log_dirs, config, protocol, listeners, network, disk) (from --set cluster.protocl.prevote=false)"),
         ("cluster.brokers=0", "cluster.brokers: Input should be greater than 0 (got 0) (from --set cluster.brokers=0)"),
     ],
 )

@@ -245,6 +245,10 @@ class ClusterSpec(Strict):
     protocol: ProtocolSwitches = Field(
         ProtocolSwitches(), description="the safety mechanisms, each on unless switched off"
     )
+    listeners: list[Literal["kafka"]] = Field(
+        [], description="what the brokers also serve: kafka, Kafka's binary protocol, for real Kafka clients (runtime ray "
+        "only); each broker listens on its node's address, and the summary's bootstrap_servers lists them"
+    )
     network: NetworkSpec = Field(NetworkSpec(), description="the simulator's message latency")
     disk: DiskSpec = Field(
         DiskSpec(), description="disk timing: the simulator's fsync latency and the background flush"

@@ -93,6 +93,9 @@ class RayCluster(RoleCluster):
         self._next_seed = run.seed * 1_000_003
         self._closed = False
         self.observing = True
+        # Every broker's Kafka listener (`cluster.listeners: [kafka]`): broker id -> (host, port).
+        self.kafka = run.kafka_listeners
+        self.kafka_listeners: dict[int, Any] = {}
 
         brokers = [f"b{i}" for i in range(1, self.settings.brokers + 1)]
         voters = list(self.settings.voters)
@@ -118,6 +121,8 @@ class RayCluster(RoleCluster):
                 for check in self.checks.check_sets:
                     self.sim.add_invariant_set(check)
             self._start_nodes(brokers + voters)
+            if self.kafka:
+                self._open_kafka_listeners(brokers)
             self.bootstrap()
             self.clients = Clients(self)
         except BaseException:
@@ -143,6 +148,22 @@ class RayCluster(RoleCluster):
             node.ray_node = info["ray_node"]
             node.pid = info["pid"]
         self.refresh()
+
+    def _open_kafka_listeners(self, brokers: list[str]) -> None:
+        """Open the Kafka listener of each broker's new process, and tell every running broker
+        where each listener is (Metadata answers advertise them)."""
+        addresses = adapter.get([self.sim.nodes[b].handle.listen_kafka.remote() for b in brokers], CALL_TIMEOUT_S)
+        for broker, address in zip(brokers, addresses, strict=True):
+            self.kafka_listeners[int(broker[1:])] = tuple(address)
+        running = [n.handle for name, n in self.sim.nodes.items() if name.startswith("b") and n.handle is not None]
+        adapter.wait_quietly([h.set_kafka_listeners.remote(dict(self.kafka_listeners)) for h in running], CALL_TIMEOUT_S)
+
+    @property
+    def bootstrap_servers(self) -> str | None:
+        """host:port of every broker's Kafka listener, as a Kafka client's bootstrap.servers."""
+        if not self.kafka_listeners:
+            return None
+        return ",".join(f"{host}:{port}" for _, (host, port) in sorted(self.kafka_listeners.items()))
 
     def _announce(self, name: str) -> None:
         """Tell every other running node where `name`'s new process is."""
@@ -324,6 +345,8 @@ class RayCluster(RoleCluster):
         if self.kernel and self.faults.active:
             self._push_faults()  # the node's new address and port: the rules in force follow it
         self._start_nodes([node])
+        if self.kafka and node.startswith("b"):
+            self._open_kafka_listeners([node])
 
     def shutdown(self, node: str, timeout_ms: float, wait: bool = True) -> None:
         if not self.sim.is_running(node):
@@ -408,6 +431,7 @@ class RayCluster(RoleCluster):
             "sim_ms": round(self.now_ms, 3),
             "trace_hash": None,  # real time and real scheduling: a Ray run does not replay exactly
             "placement": self.placement_report(),
+            **({"bootstrap_servers": self.bootstrap_servers} if self.kafka_listeners else {}),
         }
 
     def close(self) -> None:

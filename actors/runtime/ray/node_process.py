@@ -136,6 +136,9 @@ class NodeProcess:
         self._flushes: deque[_FlushBatch] = deque()
         self._flusher: asyncio.Task | None = None
         self._fsync_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"fsync-{name}")
+        # Envelopes for names served in this process rather than over the wire (a Kafka
+        # listener's client connections, actors/runtime/kafka/listener.py): True when taken.
+        self.local_route: Callable[[Envelope], bool] | None = None
         self.sent = self.dropped = self.delivered = 0
         # Transport calls made (each carries what queued on one link meanwhile) and batches received
         self.frames_sent = self.frames_received = 0
@@ -338,6 +341,8 @@ class NodeProcess:
         self.faults = faults
 
     def _enqueue(self, env: Envelope) -> None:
+        if self.local_route is not None and self.local_route(env):
+            return
         extra = 0.0
         if self.faults.active:
             extra = self.faults.fate(env.src, env.dst, self.rng.random)
@@ -374,6 +379,10 @@ class NodeProcess:
     def links_idle(self) -> bool:
         """Nothing waits to be sent (a stopped process may exit without losing a message)."""
         return not self._flushes and all(not link.queue for link in self._links.values())
+
+    def record(self, event: Any) -> None:
+        """An event of this node recorded from outside its role (a Kafka listener's requests)."""
+        self._record(self.clock.now_ms(), event)
 
     def _record(self, now: float, event: Any) -> None:
         seq = self.next_seq

@@ -20,6 +20,8 @@ from actors.survivors import survivors
 from storage.modes import CrashKind, StorageMode
 
 from .. import file_store, host_addresses
+from ...kafka.broker_port import NodeBrokerPort
+from ...kafka.listener import KafkaListener
 from ..node_process import Clock, NodeProcess
 from ..role_specs import RoleSpec
 from ..wire import Address, WireLinks, WireListener
@@ -62,6 +64,9 @@ class NodeActor:
         # The data plane's wire (wire.py): set up by `listen`, before `start`.
         self.listener: WireListener | None = None
         self.links: WireLinks | None = None
+        self.address: str | None = None  # the address the node listens on (wire and Kafka listener)
+        self.kafka: KafkaListener | None = None  # a broker's Kafka listener (`cluster.listeners: [kafka]`)
+        self.incarnation = incarnation
         files = file_store.NodeFiles(Path(directory), StorageMode(mode), dirty_expire_ms=spec.dirty_expire_ms)
         self.process = NodeProcess(
             name, spec.factory(), files, Clock(epoch_s), self._transport, seed=seed, incarnation=incarnation,
@@ -84,8 +89,21 @@ class NodeActor:
         else:
             address = ray.util.get_node_ip_address()
             self.links = WireLinks(token)
+        self.address = address
         self.listener = WireListener(self.process.deliver, token)
         return await self.listener.start(address)
+
+    async def listen_kafka(self) -> Address:
+        """Open the broker's Kafka listener on the node's address (after `listen`); returns it."""
+        port = NodeBrokerPort(self.process, int(self.name[1:]))
+        self.kafka = KafkaListener(port, self.name, self.incarnation)
+        self.process.local_route = self.kafka.route
+        return await self.kafka.start(self.address)
+
+    async def set_kafka_listeners(self, listeners: dict[int, Address]) -> None:
+        """Every broker's Kafka listener, as Metadata answers advertise them."""
+        if self.kafka is not None:
+            self.kafka.port.listeners = {int(b): (a[0], int(a[1])) for b, a in listeners.items()}
 
     async def start(self, peers: dict[str, Address], faults: NetworkFaults) -> dict[str, Any]:
         for name, address in peers.items():
@@ -121,6 +139,8 @@ class NodeActor:
         It reads nothing more from the wire: what reaches it now dies with it."""
         if self.listener is not None:
             self.listener.close()
+        if self.kafka is not None:
+            self.kafka.close()
         return self.process.freeze()
 
     async def request_shutdown(self) -> None:

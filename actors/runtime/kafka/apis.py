@@ -1,0 +1,67 @@
+"""What a Kafka listener serves: each API and the versions it answers (the ApiVersions answer),
+and Kafka's error codes for kraftlab's outcomes.
+
+Versions: high enough for what librdkafka 2.0 (kcat 1.7 in Debian 12), librdkafka 2.16
+(confluent-kafka 2.16) and kafka-python negotiate, and no higher than kraftlab answers faithfully:
+Fetch stops at 12 (from 13 on, requests name topics by id only), Metadata at 12. Produce is advertised from
+version 0, as Kafka 4 does (KAFKA-18659: librdkafka before 2.11.1 turns gzip off when a broker's
+Produce starts above 0), but versions 0 to 2 (message sets before RecordBatch v2) are refused with
+UNSUPPORTED_VERSION. InitProducerId serves the idempotent producer (a transactional id is refused).
+Consumer groups and transactions are out of scope: not listed, and a request for them gets
+Kafka's answer to an unknown API (the connection is closed).
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import NamedTuple
+
+import kafka.errors
+from kafka.protocol.consumer.fetch import FetchRequest
+from kafka.protocol.consumer.offsets import ListOffsetsRequest
+from kafka.protocol.metadata.api_versions import ApiVersionsRequest
+from kafka.protocol.metadata.metadata import MetadataRequest
+from kafka.protocol.producer.produce import ProduceRequest
+from kafka.protocol.producer.transaction import InitProducerIdRequest
+
+
+class Api(NamedTuple):
+    name: str
+    request: type
+    min_version: int
+    max_version: int
+
+
+PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS, INIT_PRODUCER_ID = 0, 1, 2, 3, 18, 22
+
+APIS: dict[int, Api] = {
+    PRODUCE: Api("Produce", ProduceRequest, 0, 9),
+    FETCH: Api("Fetch", FetchRequest, 4, 12),
+    LIST_OFFSETS: Api("ListOffsets", ListOffsetsRequest, 1, 6),
+    METADATA: Api("Metadata", MetadataRequest, 0, 12),
+    API_VERSIONS: Api("ApiVersions", ApiVersionsRequest, 0, 3),
+    INIT_PRODUCER_ID: Api("InitProducerId", InitProducerIdRequest, 0, 4),
+}
+
+# Produce versions listed but refused: before RecordBatch v2.
+PRODUCE_REFUSED_BELOW = 3
+
+
+def _error_codes() -> dict[str, int]:
+    codes = {cls.message: cls.errno for cls in vars(kafka.errors).values()
+             if inspect.isclass(cls) and issubclass(cls, kafka.errors.BrokerResponseError) and cls.errno is not None}
+    # kraftlab names errors as Kafka's protocol does today; kafka-python keeps some older names.
+    codes["NOT_LEADER_OR_FOLLOWER"] = codes["NOT_LEADER_FOR_PARTITION"]
+    codes["UNKNOWN_SERVER_ERROR"] = -1
+    return codes
+
+
+ERROR_CODES = _error_codes()
+
+
+def error_code(error: str | None) -> int:
+    """Kafka's code for a kraftlab outcome (None: success). kraftlab's errors carry Kafka's names
+    (actors/replication/messages.py); one Kafka has no code for is UNKNOWN_SERVER_ERROR."""
+    if error is None:
+        return 0
+    return ERROR_CODES.get(error, -1)

@@ -1,0 +1,111 @@
+"""Real Kafka clients against an emulated cluster on Ray (`cluster.listeners: [kafka]`,
+actors/runtime/kafka/): confluent-kafka (librdkafka 2.16) and kcat (librdkafka 2.0, Debian's)
+produce to and consume from the brokers' Kafka listeners, follow a leader that moved, and what
+they were told is in the run's history like a kraftlab client's records."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from workloads.drivers import ray_cluster
+from workloads.scenario.loading import validate
+
+pytestmark = pytest.mark.ray
+
+PARTITIONS = 3
+
+
+@pytest.fixture(scope="module")
+def cluster(local_ray):
+    scenario = validate({
+        "name": "kafka-clients", "runtime": "ray",
+        "cluster": {"brokers": 3, "controllers": 3, "listeners": ["kafka"], "config": {"min.insync.replicas": 2}},
+        "topics": [{"name": "t", "partitions": PARTITIONS, "replication_factor": 3}],
+    }, "test_kafka_clients.py")
+    c = ray_cluster(scenario)
+    assert c.run_until(lambda: all(p.leader is not None for p in c.view().partitions().values())
+                       and len(c.view().partitions()) == PARTITIONS, 60_000)
+    yield c
+    c.close()
+
+
+def produce(servers: str, records: list[tuple[int, bytes]], **config) -> list[tuple[KafkaError | None, int, int]]:
+    outcomes = []
+    producer = Producer({"bootstrap.servers": servers, "acks": "all", "linger.ms": 5, "message.timeout.ms": 60_000, **config})
+    for partition, value in records:
+        producer.produce("t", value=value, partition=partition,
+                         on_delivery=lambda err, msg: outcomes.append((err, msg.partition(), msg.offset())))
+    assert producer.flush(90) == 0
+    return outcomes
+
+
+def consume(servers: str, partition: int, expected: int) -> list[tuple[int, bytes]]:
+    consumer = Consumer({"bootstrap.servers": servers, "group.id": "kraftlab-test", "enable.auto.commit": False})
+    consumer.assign([TopicPartition("t", partition, 0)])
+    read: list[tuple[int, bytes]] = []
+    try:
+        for _ in range(200):
+            if len(read) >= expected:
+                break
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                read.append((message.offset(), message.value()))
+    finally:
+        consumer.close()
+    return read
+
+
+def test_a_confluent_kafka_producer_and_consumer_round_trip_through_the_listeners(cluster):
+    servers = cluster.bootstrap_servers
+    assert servers is not None and len(servers.split(",")) == 3
+    records = [(i % PARTITIONS, f"confluent-{i}".encode()) for i in range(90)]
+    outcomes = produce(servers, records)
+    assert [err for err, _, _ in outcomes if err is not None] == []
+    # Each partition's acknowledged offsets are its records in the order they were produced.
+    for partition in range(PARTITIONS):
+        sent = [value for p, value in records if p == partition]
+        offsets = sorted(offset for _, p, offset in outcomes if p == partition)
+        read = consume(servers, partition, offsets[-1] + 1)
+        assert [value for offset, value in read if offset in offsets] == sent
+    # The idempotent producer (InitProducerId, sequence numbers checked by the leader).
+    idempotent = produce(servers, [(1, f"idempotent-{i}".encode()) for i in range(30)], **{"enable.idempotence": True})
+    assert [err for err, _, _ in idempotent if err is not None] == []
+    offsets = sorted(offset for _, _, offset in idempotent)
+    assert offsets == list(range(offsets[0], offsets[0] + 30))
+    # A gzip batch is read back as written (the value compresses well: librdkafka sends a batch
+    # uncompressed when compressing does not pay). Other codecs: tests/unit/test_kafka_gateway.py.
+    big = b"kraftlab " * 2_000
+    [(err, partition, offset)] = produce(servers, [(0, big)], **{"compression.type": "gzip"})
+    assert err is None and (offset, big) in consume(servers, partition, offset + 1)
+
+
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed (.ci/run installs Debian's)")
+def test_kcat_lists_the_cluster_and_round_trips_records(cluster):
+    servers = cluster.bootstrap_servers
+    listing = subprocess.run(["kcat", "-b", servers, "-L", "-t", "t"], capture_output=True, text=True, timeout=60, check=True).stdout
+    assert " 3 brokers:" in listing and f'topic "t" with {PARTITIONS} partitions:' in listing
+    lines = [f"kcat-{i}" for i in range(20)]
+    subprocess.run(["kcat", "-b", servers, "-P", "-t", "t", "-p", "1", "-X", "acks=all"], input="\n".join(lines) + "\n",
+                   text=True, timeout=60, check=True)
+    read = subprocess.run(["kcat", "-b", servers, "-C", "-t", "t", "-p", "1", "-o", "beginning", "-e", "-f", "%s\\n"],
+                          capture_output=True, text=True, timeout=60, check=True).stdout.split()
+    assert [line for line in read if line.startswith("kcat-")] == lines
+
+
+def test_a_producer_follows_the_leader_after_a_crash_and_the_history_counts_what_it_was_told(cluster):
+    servers = cluster.bootstrap_servers
+    leader = cluster.view().partitions()["t-2"].leader
+    cluster.crash(f"b{leader}", "process")
+    assert cluster.run_until(lambda: cluster.view().partitions()["t-2"].leader not in (None, leader), 60_000)
+    outcomes = produce(servers, [(2, f"after-crash-{i}".encode()) for i in range(30)])
+    assert [err for err, _, _ in outcomes if err is not None] == []
+    cluster.restart(f"b{leader}")
+    assert cluster.run_until(lambda: not cluster.view().brokers()[leader].fenced, 60_000)
+    cluster.refresh()
+    history = cluster.view().history()
+    # Every record a Kafka client was told was written is an acknowledged record of the history.
+    assert history.get("acked") >= 90 + 30 + 1 + 20 + 30
