@@ -26,6 +26,7 @@ from __future__ import annotations
 from actors.contract import Envelope, FlushCompleted, Output, ShutdownRequested, StartContext, StopProcess
 from actors.controller_node import raft_config
 from actors.replication.messages import (
+    EpochEndOffsetRequest,
     FetchRequest,
     FetchResponse,
     ListOffsetsRequest,
@@ -236,6 +237,8 @@ class BrokerNode:
             self.data_plane.on_list_offsets(envelope.src, p, out)
         elif isinstance(p, MetadataRequest):
             self.data_plane.on_metadata_request(envelope.src, p, out)
+        elif isinstance(p, EpochEndOffsetRequest):
+            self.data_plane.on_epoch_end_offset(envelope.src, p, out)
         elif isinstance(p, GetReplicaLogInfoRequest):
             self.data_plane.on_replica_log_info(envelope.src, p, out)
         elif isinstance(p, ShutdownRequested):

@@ -47,7 +47,7 @@ class FollowerFetches:
     def on_follower_fetch(self, fp: FetchPartition, follower: int, broker_epoch: int, now_ms: float, out: Output) -> FetchedPartition | None:
         """Update the follower's state from its fetch; return an answer to send now (an error,
         a divergence, or records), or None when there is nothing to return yet (long poll)."""
-        error = self._check_leader_epoch(fp.current_leader_epoch)
+        error = self.check_leader_epoch(fp.current_leader_epoch)
         if error is not None:
             return self._error(error)
         reg = self.env.image.brokers.get(follower)
@@ -67,7 +67,7 @@ class FollowerFetches:
         return None
 
     def read_for_follower(self, fp: FetchPartition) -> FetchedPartition:
-        error = self._check_leader_epoch(fp.current_leader_epoch)
+        error = self.check_leader_epoch(fp.current_leader_epoch)
         if error is not None:
             return self._error(error)
         batches = self.log.read_from(fp.fetch_offset, MAX_FETCH_BATCHES)
@@ -76,7 +76,7 @@ class FollowerFetches:
     def has_data_for(self, fp: FetchPartition) -> bool:
         return not self.is_leader or fp.current_leader_epoch != self.leader_epoch or fp.fetch_offset < self.log.end_offset
 
-    def _check_leader_epoch(self, epoch: int) -> str | None:
+    def check_leader_epoch(self, epoch: int) -> str | None:
         if not self.is_leader:
             return NOT_LEADER_OR_FOLLOWER
         if epoch < self.leader_epoch:

@@ -197,6 +197,32 @@ class ListOffsetsResponse:
 
 @pickled_by_fields
 @dataclass(frozen=True, slots=True)
+class EpochEndOffsetRequest:
+    """Kafka's OffsetForLeaderEpoch from a consumer (KIP-320): where the leader's log ends for
+    `leader_epoch` (the epoch of the last record the consumer read), so that the consumer can tell
+    whether the log it read was truncated. `current_leader_epoch`: the leader epoch the consumer
+    knows (-1: none), checked as a fetch's is."""
+
+    request_id: int
+    topic: str
+    partition: int
+    current_leader_epoch: int
+    leader_epoch: int
+
+
+@pickled_by_fields
+@dataclass(frozen=True, slots=True)
+class EpochEndOffsetResponse:
+    request_id: int
+    topic: str
+    partition: int
+    error: str | None
+    leader_epoch: int = -1  # the largest epoch <= the one asked for
+    end_offset: int = -1  # where it ends: the next epoch's start, or the log end
+
+
+@pickled_by_fields
+@dataclass(frozen=True, slots=True)
 class MetadataRequest:
     request_id: int
 

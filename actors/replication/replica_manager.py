@@ -47,6 +47,8 @@ from .leader_fetches import LeaderFetches, ParkedFetch
 from .messages import (
     CONSUMER,
     FINAL_READER,
+    EpochEndOffsetRequest,
+    EpochEndOffsetResponse,
     KAFKA_STORAGE_ERROR,
     NOT_LEADER_OR_FOLLOWER,
     UNKNOWN_TOPIC_OR_PARTITION,
@@ -315,6 +317,12 @@ class ReplicaManager(ReplicaFetching, LeaderFetches):
                 error = self._missing_replica_error((fp.topic, fp.partition)) if replica is None else NOT_LEADER_OR_FOLLOWER
                 parts.append(FetchedPartition(fp.topic, fp.partition, error))
                 continue
+            if not final and fp.current_leader_epoch >= 0 and (error := replica.check_leader_epoch(fp.current_leader_epoch)) is not None:
+                # KIP-320: a consumer that names the leader epoch it knows is told when that is
+                # not this leader's (Kafka's Partition.fetchRecords): fenced, it refreshes its
+                # metadata and validates its position; unknown, it waits for this broker to catch up.
+                parts.append(FetchedPartition(fp.topic, fp.partition, error, topic_id=replica.topic_id))
+                continue
             if not final and fp.last_fetched_epoch >= 0 and self.env.settings.protocol.leader_epoch_truncation:
                 # KIP-320: the consumer's position is validated against this leader's epochs (Kafka's
                 # consumer asks OffsetsForLeaderEpoch for the epoch of the last record it read when
@@ -350,6 +358,21 @@ class ReplicaManager(ReplicaFetching, LeaderFetches):
             resp = ListOffsetsResponse(req.request_id, req.topic, req.partition, self._missing_replica_error((req.topic, req.partition)))
         else:
             resp = replica.list_offsets_latest(req.request_id, out)
+        out.send(Envelope(self.env.node_id, src, resp))
+
+    def on_epoch_end_offset(self, src: str, req: EpochEndOffsetRequest, out: Output) -> None:
+        """Kafka's OffsetForLeaderEpoch for a consumer, answered by the leader (KIP-320; the
+        protocol description §6.6): the largest epoch up to the one asked for and where it ends."""
+        key = (req.topic, req.partition)
+        replica = self.replicas.get(key)
+        if replica is None:
+            resp = EpochEndOffsetResponse(req.request_id, req.topic, req.partition, self._missing_replica_error(key))
+        elif (error := replica.check_leader_epoch(req.current_leader_epoch) if req.current_leader_epoch >= 0
+              else None if replica.is_leader else NOT_LEADER_OR_FOLLOWER) is not None:
+            resp = EpochEndOffsetResponse(req.request_id, req.topic, req.partition, error)
+        else:
+            epoch, end = replica.log.end_offset_for_epoch(req.leader_epoch)
+            resp = EpochEndOffsetResponse(req.request_id, req.topic, req.partition, None, epoch, end)
         out.send(Envelope(self.env.node_id, src, resp))
 
     def on_metadata_request(self, src: str, req: MetadataRequest, out: Output) -> None:

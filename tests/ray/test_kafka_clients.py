@@ -103,6 +103,10 @@ def test_a_producer_follows_the_leader_after_a_crash_and_the_history_counts_what
     assert cluster.run_until(lambda: cluster.view().partitions()["t-2"].leader not in (None, leader), 60_000)
     outcomes = produce(servers, [(2, f"after-crash-{i}".encode()) for i in range(30)])
     assert [err for err, _, _ in outcomes if err is not None] == []
+    # A consumer reads them from the new leader (validating its position there: OffsetForLeaderEpoch).
+    last = max(offset for _, _, offset in outcomes)
+    read = [value for _, value in consume(servers, 2, last + 1)]
+    assert [v for v in read if v.startswith(b"after-crash-")] == [f"after-crash-{i}".encode() for i in range(30)]
     cluster.restart(f"b{leader}")
     assert cluster.run_until(lambda: not cluster.view().brokers()[leader].fenced, 60_000)
     cluster.refresh()

@@ -10,13 +10,14 @@ import uuid
 
 import pytest
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
+from kafka.protocol.consumer.offsets import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from actors.replication.messages import FetchedPartition
+from actors.replication.messages import EpochEndOffsetRequest, EpochEndOffsetResponse, FetchedPartition
 from actors.replication.messages import FetchResponse as RoleFetchResponse
 from actors.replication.messages import ProduceRequest as RoleProduce
 from actors.replication.messages import ProduceResponse as RoleProduceResponse
@@ -46,7 +47,9 @@ class Broker:
         return 1 << 48
 
     def deliver(self, src: str, message: object) -> None:
-        if isinstance(message, RoleProduce):
+        if isinstance(message, EpochEndOffsetRequest):
+            reply = EpochEndOffsetResponse(message.request_id, message.topic, message.partition, None, 3, sum(b.count for b in self.log))
+        elif isinstance(message, RoleProduce):
             base = sum(b.count for b in self.log)
             if self.refuse is None:
                 self.log.append(message.batch.stamped(base, 3))
@@ -190,3 +193,13 @@ def test_init_producer_id_gives_an_idempotent_producer_an_id_and_refuses_a_trans
     request = InitProducerIdRequest(version=4, transactional_id="tx", transaction_timeout_ms=60_000, producer_id=-1, producer_epoch=-1)
     response = decode(InitProducerIdResponse, 4, ask(Broker(), request, 4))
     assert (response.error_code, response.producer_id) == (53, -1)  # TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+def test_offset_for_leader_epoch_carries_the_leader_s_answer():
+    broker = Broker()
+    produce(broker, batch([b"a", b"b"]))
+    request = OffsetForLeaderEpochRequest(version=3, replica_id=-1, topics=[OffsetForLeaderEpochRequest.OffsetForLeaderTopic(
+        topic="t", partitions=[OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition(
+            partition=0, current_leader_epoch=3, leader_epoch=3)])])
+    [answer] = decode(OffsetForLeaderEpochResponse, 3, ask(broker, request, 3)).topics[0].partitions
+    assert (answer.error_code, answer.leader_epoch, answer.end_offset) == (0, 3, 2)

@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import kafka.errors
 from kafka.protocol.consumer.fetch import FetchRequest
-from kafka.protocol.consumer.offsets import ListOffsetsRequest
+from kafka.protocol.consumer.offsets import ListOffsetsRequest, OffsetForLeaderEpochRequest
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest
 from kafka.protocol.metadata.metadata import MetadataRequest
 from kafka.protocol.producer.produce import ProduceRequest
@@ -32,7 +32,7 @@ class Api(NamedTuple):
     max_version: int
 
 
-PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS, INIT_PRODUCER_ID = 0, 1, 2, 3, 18, 22
+PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH = 0, 1, 2, 3, 18, 22, 23
 
 APIS: dict[int, Api] = {
     PRODUCE: Api("Produce", ProduceRequest, 0, 9),
@@ -41,6 +41,7 @@ APIS: dict[int, Api] = {
     METADATA: Api("Metadata", MetadataRequest, 0, 12),
     API_VERSIONS: Api("ApiVersions", ApiVersionsRequest, 0, 3),
     INIT_PRODUCER_ID: Api("InitProducerId", InitProducerIdRequest, 0, 4),
+    OFFSET_FOR_LEADER_EPOCH: Api("OffsetForLeaderEpoch", OffsetForLeaderEpochRequest, 2, 4),
 }
 
 # Produce versions listed but refused: before RecordBatch v2.

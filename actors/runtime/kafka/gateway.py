@@ -9,8 +9,12 @@ client meets the same protocol, faults and checks:
   answer, `produce_ack` rows: an acknowledged record later missing counts in `acked_lost` as a
   kraftlab producer's would.
 - Fetch: the role's consumer read (`FetchRequest` with Kafka's consumer replica id: whole
-  batches below the leader's HWM, KIP-320's diverging epoch); the listener long-polls, asking
-  again until records come or the request's `max_wait_ms` ends.
+  batches below the leader's HWM, refused when the client's current leader epoch is not the
+  leader's, KIP-320); the listener long-polls, asking again until records come or the request's
+  `max_wait_ms` ends.
+- OffsetForLeaderEpoch: the role's answer (`EpochEndOffsetRequest`): where the leader's log ends
+  for an epoch, how a consumer finds a truncation.
+- InitProducerId: a producer id for the idempotent producer, from the broker's port.
 - ListOffsets: latest is the role's answer (the HWM, or OFFSET_NOT_AVAILABLE while the new leader's
   HWM may be stale, §6.4.2); earliest is offset 0 once the role confirms it leads (kraftlab's logs
   start at 0: nothing is deleted).
@@ -30,19 +34,30 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 from kafka.protocol.consumer.fetch import FetchResponse
-from kafka.protocol.consumer.offsets import ListOffsetsResponse
+from kafka.protocol.consumer.offsets import ListOffsetsResponse, OffsetForLeaderEpochResponse
 from kafka.protocol.metadata.api_versions import ApiVersionsResponse
 from kafka.protocol.metadata.metadata import MetadataResponse
 from kafka.protocol.producer.produce import ProduceResponse
 from kafka.protocol.producer.transaction import InitProducerIdResponse
 
-from actors.replication.messages import CONSUMER, FetchPartition
+from actors.replication.messages import CONSUMER, EpochEndOffsetRequest, FetchPartition
 from actors.replication.messages import FetchRequest as RoleFetch
 from actors.replication.messages import ListOffsetsRequest as RoleListOffsets
 from actors.replication.messages import ProduceRequest as RoleProduce
 from observability.events import KafkaRequest, ProduceAck, ProduceSend
 
-from .apis import API_VERSIONS, APIS, FETCH, INIT_PRODUCER_ID, LIST_OFFSETS, METADATA, PRODUCE, PRODUCE_REFUSED_BELOW, error_code
+from .apis import (
+    API_VERSIONS,
+    APIS,
+    FETCH,
+    INIT_PRODUCER_ID,
+    LIST_OFFSETS,
+    METADATA,
+    OFFSET_FOR_LEADER_EPOCH,
+    PRODUCE,
+    PRODUCE_REFUSED_BELOW,
+    error_code,
+)
 from .batches import BatchError, split_batches, to_kafka, to_kraftlab
 
 ACKS_NAMES = {-1: "all", 0: "0", 1: "1"}
@@ -155,6 +170,8 @@ class Gateway:
             response = await self._fetch(request, api_version)
         elif api_key == INIT_PRODUCER_ID:
             response = self._init_producer_id(request, api_version)
+        elif api_key == OFFSET_FOR_LEADER_EPOCH:
+            response = await self._offset_for_leader_epoch(request, api_version)
         else:
             assert api_key == LIST_OFFSETS
             response = await self._list_offsets(request, api_version)
@@ -297,6 +314,19 @@ class Gateway:
                       sum(b.count for b in p.batches))
         return FetchResponse(version=version, throttle_time_ms=0, error_code=0, session_id=0,
                              responses=[FetchResponse.FetchableTopicResponse(topic=t, partitions=ps) for t, ps in by_topic.items()])
+
+    async def _offset_for_leader_epoch(self, request: Any, version: int) -> Any:
+        topics = []
+        for t in request.topics:
+            parts = []
+            for p in t.partitions:
+                reply = await self._ask(lambda rid, name=t.topic, q=p: EpochEndOffsetRequest(rid, name, q.partition, q.current_leader_epoch,
+                                                                                              q.leader_epoch))
+                parts.append(OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.EpochEndOffset(
+                    error_code=error_code(reply.error), partition=p.partition, leader_epoch=reply.leader_epoch, end_offset=reply.end_offset))
+                self._row("OffsetForLeaderEpoch", version, t.topic, p.partition, reply.error, reply.end_offset if reply.error is None else None)
+            topics.append(OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult(topic=t.topic, partitions=parts))
+        return OffsetForLeaderEpochResponse(version=version, throttle_time_ms=0, topics=topics)
 
     async def _list_offsets(self, request: Any, version: int) -> Any:
         topics = []
