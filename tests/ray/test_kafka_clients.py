@@ -113,3 +113,23 @@ def test_a_producer_follows_the_leader_after_a_crash_and_the_history_counts_what
     history = cluster.view().history()
     # Every record a Kafka client was told was written is an acknowledged record of the history.
     assert history.get("acked") >= 90 + 30 + 1 + 20 + 30
+
+
+def test_a_pure_python_client_round_trips_records(cluster):
+    """kafka-python, the protocol library the listeners use, as a client too (its own
+    ApiVersions negotiation, RecordBatch v2, fetch and offset lookups)."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition as PyTopicPartition
+
+    servers = cluster.bootstrap_servers.split(",")
+    producer = KafkaProducer(bootstrap_servers=servers, acks="all", linger_ms=5)
+    metadata = [producer.send("t", value=f"python-{i}".encode(), partition=0).get(timeout=60) for i in range(20)]
+    producer.close()
+    offsets = [m.offset for m in metadata]
+    assert offsets == list(range(offsets[0], offsets[0] + 20))
+    consumer = KafkaConsumer(bootstrap_servers=servers, enable_auto_commit=False, consumer_timeout_ms=10_000)
+    partition = PyTopicPartition("t", 0)
+    consumer.assign([partition])
+    consumer.seek(partition, offsets[0])
+    read = [(m.offset, m.value) for _, m in zip(range(20), consumer, strict=False)]
+    consumer.close()
+    assert read == [(offsets[0] + i, f"python-{i}".encode()) for i in range(20)]

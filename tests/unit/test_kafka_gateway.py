@@ -203,3 +203,12 @@ def test_offset_for_leader_epoch_carries_the_leader_s_answer():
             partition=0, current_leader_epoch=3, leader_epoch=3)])])
     [answer] = decode(OffsetForLeaderEpochResponse, 3, ask(broker, request, 3)).topics[0].partitions
     assert (answer.error_code, answer.leader_epoch, answer.end_offset) == (0, 3, 2)
+
+
+def test_describe_cluster_names_the_unfenced_brokers_and_their_listeners():
+    from kafka.protocol.admin.cluster import DescribeClusterRequest, DescribeClusterResponse
+
+    response = decode(DescribeClusterResponse, 1, ask(Broker(), DescribeClusterRequest(version=1, include_cluster_authorized_operations=False,
+                                                                                          endpoint_type=1), 1))
+    assert response.error_code == 0 and response.cluster_id == "kraftlab"
+    assert {(b.broker_id, b.host, b.port) for b in response.brokers} == {(1, "198.18.0.1", 9092), (2, "198.18.0.2", 9092)}

@@ -17,6 +17,7 @@ import inspect
 from typing import NamedTuple
 
 import kafka.errors
+from kafka.protocol.admin.cluster import DescribeClusterRequest
 from kafka.protocol.consumer.fetch import FetchRequest
 from kafka.protocol.consumer.offsets import ListOffsetsRequest, OffsetForLeaderEpochRequest
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest
@@ -32,7 +33,7 @@ class Api(NamedTuple):
     max_version: int
 
 
-PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH = 0, 1, 2, 3, 18, 22, 23
+PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH, DESCRIBE_CLUSTER = 0, 1, 2, 3, 18, 22, 23, 60
 
 APIS: dict[int, Api] = {
     PRODUCE: Api("Produce", ProduceRequest, 0, 9),
@@ -42,6 +43,7 @@ APIS: dict[int, Api] = {
     API_VERSIONS: Api("ApiVersions", ApiVersionsRequest, 0, 3),
     INIT_PRODUCER_ID: Api("InitProducerId", InitProducerIdRequest, 0, 4),
     OFFSET_FOR_LEADER_EPOCH: Api("OffsetForLeaderEpoch", OffsetForLeaderEpochRequest, 2, 4),
+    DESCRIBE_CLUSTER: Api("DescribeCluster", DescribeClusterRequest, 0, 1),
 }
 
 # Produce versions listed but refused: before RecordBatch v2.

@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
+from kafka.protocol.admin.cluster import DescribeClusterResponse
 from kafka.protocol.consumer.fetch import FetchResponse
 from kafka.protocol.consumer.offsets import ListOffsetsResponse, OffsetForLeaderEpochResponse
 from kafka.protocol.metadata.api_versions import ApiVersionsResponse
@@ -49,6 +50,7 @@ from observability.events import KafkaRequest, ProduceAck, ProduceSend
 from .apis import (
     API_VERSIONS,
     APIS,
+    DESCRIBE_CLUSTER,
     FETCH,
     INIT_PRODUCER_ID,
     LIST_OFFSETS,
@@ -100,7 +102,8 @@ class BrokerPort(Protocol):
 
 
 class UnknownApi(Exception):
-    """A request for an API the listener does not serve: Kafka closes the connection."""
+    """A request the listener cannot answer (an API or version it does not serve, or one it
+    cannot parse): Kafka closes the connection."""
 
 
 @dataclass
@@ -150,6 +153,8 @@ class Gateway:
     async def handle(self, frame: bytes) -> bytes | None:
         """The response to one request frame (without its size prefix), or None when Kafka sends
         none (a produce with acks=0). Raises UnknownApi for an API not served."""
+        if len(frame) < 8:
+            raise UnknownApi(f"a request of {len(frame)} bytes has no header")
         api_key, api_version = struct.unpack_from(">hh", frame, 0)
         api = APIS.get(api_key)
         if api is None:
@@ -158,7 +163,10 @@ class Gateway:
             return self._api_versions(frame, api_version)
         if not api.min_version <= api_version <= api.max_version or (api_key == PRODUCE and api_version < PRODUCE_REFUSED_BELOW):
             raise UnknownApi(f"{api.name} v{api_version} is not served (versions {api.min_version}-{api.max_version})")
-        request = api.request[api_version].decode(frame, header=True)
+        try:
+            request = api.request[api_version].decode(frame, header=True)
+        except Exception as e:  # noqa: BLE001 - any malformed field: Kafka's InvalidRequestException closes the connection
+            raise UnknownApi(f"{api.name} v{api_version}: unparseable ({type(e).__name__}: {e})") from None
         header = request.header
         if api_key == METADATA:
             response = self._metadata(request, api_version)
@@ -170,6 +178,8 @@ class Gateway:
             response = await self._fetch(request, api_version)
         elif api_key == INIT_PRODUCER_ID:
             response = self._init_producer_id(request, api_version)
+        elif api_key == DESCRIBE_CLUSTER:
+            response = self._describe_cluster(api_version)
         elif api_key == OFFSET_FOR_LEADER_EPOCH:
             response = await self._offset_for_leader_epoch(request, api_version)
         else:
@@ -276,6 +286,16 @@ class Gateway:
                 record_errors=[], error_message=None))
         return ProduceResponse(version=version, throttle_time_ms=0,
                                responses=[ProduceResponse.TopicProduceResponse(name=t, partition_responses=p) for t, p in by_topic.items()])
+
+    def _describe_cluster(self, version: int) -> Any:
+        """The brokers (unfenced, with their listeners), as Metadata names them; the controller id
+        is this broker's, as a KRaft broker answers (clients reach the controller through it)."""
+        view = self.port.cluster_view()
+        brokers = [DescribeClusterResponse.DescribeClusterBroker(broker_id=b, host=self.port.listeners[b][0], port=self.port.listeners[b][1],
+                                                                 rack=None) for b in view.brokers if b in self.port.listeners]
+        self._row("DescribeCluster", version)
+        return DescribeClusterResponse(version=version, throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1,
+                                       cluster_id="kraftlab", controller_id=self.port.broker_id, brokers=brokers)
 
     def _init_producer_id(self, request: Any, version: int) -> Any:
         """A producer id for an idempotent producer, epoch 0 (Kafka's broker takes a block of ids

@@ -5,8 +5,9 @@ Each connection gets a gateway (gateway.py) and a name of its own, which the rol
 requests' source: the role's answers to that name come back here (`route`) instead of going on
 the wire. Kafka clients send several requests on a connection without waiting (librdkafka's
 max.in.flight); each is handled as it comes and the answers are written in the requests' order,
-as Kafka's protocol requires. A request for an API the listener does not serve closes the
-connection, as Kafka does.
+as Kafka's protocol requires. A request for an API the listener does not serve, or one it cannot
+parse, and a frame longer than socket.request.max.bytes close the connection, as Kafka does; the
+other connections are served on.
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ class KafkaListener:
                 return
             try:
                 response = await task
-            except UnknownApi:
+            except (UnknownApi, asyncio.CancelledError):
                 writer.close()
                 return
             if response is not None:
