@@ -133,3 +133,14 @@ def test_a_pure_python_client_round_trips_records(cluster):
     read = [(m.offset, m.value) for _, m in zip(range(20), consumer, strict=False)]
     consumer.close()
     assert read == [(offsets[0] + i, f"python-{i}".encode()) for i in range(20)]
+
+
+def test_at_the_end_every_record_a_client_was_told_was_written_is_in_the_final_read(cluster):
+    """Last in this module: the run's end as `kraftlab run` makes it (producers settled, every
+    partition read to its end), with the records of Kafka clients among them."""
+    cluster.clients.finish()
+    cluster.refresh()
+    history = cluster.view().history()
+    assert history.get("acked") >= 90 + 30 + 1 + 20 + 30 + 20
+    assert history.get("acked_lost") == 0
+    assert cluster.violations() == []

@@ -62,7 +62,8 @@ class Broker:
         asyncio.get_running_loop().call_soon(self.gateway.on_reply, reply)
 
     def cluster_view(self) -> ClusterView:
-        return ClusterView({"t": TOPIC_ID}, {("t", 0): PartitionView(1, 3, (1, 2), (1, 2)), ("t", 1): PartitionView(None, 4, (2, 1), (2,))}, (1, 2))
+        return ClusterView({"t": TOPIC_ID}, {("t", 0): PartitionView(1, 3, (1, 2), (1, 2)), ("t", 1): PartitionView(None, 4, (2, 1), (2,))}, (1, 2),
+                           {"t": "topic-t"})
 
     def record(self, event: object) -> None:
         self.events.append(event)
@@ -128,6 +129,7 @@ def test_an_acknowledged_produce_is_appended_and_its_records_are_a_producer_s_in
     assert [s.sequences for s in sends] == [(0, 1, 2), (3,)]
     assert [(a.outcome, a.acks, a.first_offset, a.sequences) for a in acks] == [("ok", "all", 0, (0, 1, 2)), ("ok", "all", 3, (3,))]
     assert {e.producer for e in sends + acks} == {"kafka:b1.0.1@198.18.0.9:5000"}
+    assert {e.topic_id for e in sends} == {"topic-t"}  # the readers key records by topic id
     rows = [e for e in broker.events if isinstance(e, KafkaRequest)]
     assert [(r.api, r.api_version, r.topic, r.partition, r.error, r.offset, r.count) for r in rows] == [
         ("Produce", 7, "t", 0, None, 0, 3), ("Produce", 7, "t", 0, None, 3, 1)]

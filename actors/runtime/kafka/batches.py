@@ -5,7 +5,9 @@ the records' identity travels with them, so that the final read of every log can
 acknowledged record is missing. A batch from a Kafka client is kept whole inside that payload, as
 a fourth element: the part of the v2 batch its CRC-32C covers (attributes to the last record), with
 the identity the listener gave its records (the connection's producer name and a sequence per
-record) and their values as text. Its base offset and partition leader epoch, which the CRC does
+record). The records themselves are not decoded on the way in (the CRC covers them; the count is
+the batch header's), so their values read as empty text by kraftlab's own consumers: a record is
+identified by its producer and sequence, and its batch by offset and CRC. Its base offset and partition leader epoch, which the CRC does
 not cover, are the leader's to assign, as in Kafka: a fetch rebuilds the header in front of the
 kept bytes, and the client's CRC still holds. A batch a kraftlab producer wrote is turned into a
 v2 batch of the same records (the value as the record's value, no key) when a Kafka client reads it.
@@ -49,7 +51,6 @@ class ClientBatch(NamedTuple):
     base_sequence: int
     codec: str
     covered: bytes  # what its CRC covers: attributes to the end
-    values: tuple[str, ...]
 
 
 def split_batches(records: bytes | None) -> list[ClientBatch]:
@@ -76,18 +77,13 @@ def split_batches(records: bytes | None) -> list[ClientBatch]:
             raise BatchError("UNSUPPORTED_COMPRESSION_TYPE", f"compression codec {codec}")
         if batch.is_transactional or batch.is_control_batch:
             raise BatchError("INVALID_RECORD", "transactional and control batches are not served")
+        if batch.records_count <= 0:
+            raise BatchError("CORRUPT_MESSAGE", f"a batch of {batch.records_count} records")
         covered = data[pos + ATTRIBUTES_OFFSET:end]
-        values = tuple(_text(r.value) for r in batch)
-        if len(values) != batch.records_count:
-            raise BatchError("CORRUPT_MESSAGE", f"a batch says {batch.records_count} records and holds {len(values)}")
         out.append(ClientBatch(batch.records_count, batch.producer_id, batch.producer_epoch, batch.base_sequence,
-                               ACCEPTED_CODECS[codec], covered, values))
+                               ACCEPTED_CODECS[codec], covered))
         pos = end
     return out
-
-
-def _text(value: bytes | None) -> str:
-    return "" if value is None else bytes(value).decode("utf-8", "replace")
 
 
 def to_kraftlab(batch: ClientBatch, producer: str, first_sequence: int) -> RecordBatch:
@@ -95,7 +91,7 @@ def to_kraftlab(batch: ClientBatch, producer: str, first_sequence: int) -> Recor
     `first_sequence` on. An idempotent client's producer id and base sequence stay the batch's, so
     that the leader's duplicate and sequence checks (KIP-98) apply to it as to any producer."""
     sequences = list(range(first_sequence, first_sequence + batch.count))
-    payload = msgpack.packb([producer, sequences, list(batch.values), batch.covered], use_bin_type=True)
+    payload = msgpack.packb([producer, sequences, [""] * batch.count, batch.covered], use_bin_type=True)
     producer_id = batch.producer_id if batch.producer_id >= 0 else NO_PRODUCER
     return RecordBatch.of(payload, batch.count, producer_id, batch.base_sequence if producer_id != NO_PRODUCER else -1)
 

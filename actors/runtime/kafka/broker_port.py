@@ -20,7 +20,7 @@ def cluster_view(role: Any) -> ClusterView:
     topics = {name: topic_uuid(topic_id) for name, topic_id in image.topics.items()}
     partitions = {key: PartitionView(p.leader, p.leader_epoch, tuple(p.replicas), tuple(p.isr)) for key, p in image.partitions.items()}
     brokers = tuple(sorted(b for b, reg in image.brokers.items() if not reg.fenced))
-    return ClusterView(topics, partitions, brokers)
+    return ClusterView(topics, partitions, brokers, dict(image.topics))
 
 
 def topic_uuid(topic_id: str) -> uuid.UUID:
