@@ -508,6 +508,15 @@ def _add_testbed() -> None:
 _add_testbed()
 
 
+def _add_cluster() -> None:
+    from kraftlab.cluster_cli import cluster
+
+    main.add_command(cluster)
+
+
+_add_cluster()
+
+
 @main.command()
 def schema() -> None:
     """Print the JSON Schema of scenario files (for editors)."""

@@ -182,6 +182,7 @@ def _run_scenario(
     metrics_host: str = "127.0.0.1",
     on_metrics_url: Callable[[str], None] | None = None,
     on_bootstrap_servers: Callable[[str], None] | None = None,
+    after_steps: Callable[[Any, Any], None] | None = None,
     faults: str = "emulated",
 ) -> RunResult:
     """Run `scenario` and write its run directory; `source` is how the user named it (for replay).
@@ -189,7 +190,8 @@ def _run_scenario(
     `faults`: who makes a Ray run's network faults and crashes, "emulated" (kraftlab's send path)
     or "kernel" (the hosts' packet filters; refused, as a RunSetupError, where they cannot).
     `metrics_port`: also serve the metrics live on http://metrics_host:metrics_port/metrics while
-    the run goes (its URL is passed to `on_metrics_url`)."""
+    the run goes (its URL is passed to `on_metrics_url`). `after_steps(runtime, steps)`: called once
+    the steps are done, before the run's end (`kraftlab cluster up` serves there until told to stop)."""
     tune_for_event_streams()
     final_dir = Path(out_dir) if out_dir is not None else default_run_dir(scenario)
     problem = out_dir_refusal(final_dir)
@@ -277,6 +279,8 @@ def _run_scenario(
             metrics.model.lost.view = runtime.view()
             steps = StepRunner(runtime, scenario)
             failures = steps.run(on_step)
+            if after_steps is not None:
+                after_steps(runtime, steps)
             runtime.record(StepsDone(1 if failures else 0))
             runtime.check_everything()
             at_end = capture_verdict(runtime)

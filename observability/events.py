@@ -54,7 +54,7 @@ COLUMN_TYPES: dict[str, str] = {
     "poll": "int64",
     "batch_offset": "int64",  # base offset of the batch a record was read in or acknowledged with
     "batch_crc": "int64",  # the batch's CRC: with batch_offset, what identifies it in a log
-    "source": "string",  # final_read: "leader" or "replica"
+    "source": "string",  # where a row comes from: final_read "leader" or "replica"; fault "cli" (made by hand)
     "error": "string",
     "attempt": "int32",
     "count": "int64",
@@ -462,6 +462,8 @@ class Fault(NamedTuple):
     # path and process kills, "kernel" the hosts' packet filters and kills (`--faults kernel`).
     backend: str | None = None
     dir: int | None = None  # fail_log_dir: the log directory that failed
+    # "cli": made by hand (`kraftlab cluster fault`); None: by the scenario's steps or schedule.
+    source: str | None = None
 
 
 @event("storage_flushed")

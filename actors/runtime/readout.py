@@ -42,6 +42,7 @@ class RoleCluster:
     settings: Any
     clients: Any
     fault_backend: str  # the history's `backend` of the faults this cluster makes
+    fault_source: str | None = None  # the history's `source` of the faults: "cli" while one is made by hand
     topics: tuple[TopicSettings, ...]
     # False: every check judges the whole cluster at every call (tests compare the two).
     incremental_checks = True
@@ -80,7 +81,7 @@ class RoleCluster:
         node = f"b{broker}"
         if not self.sim.is_running(node):
             raise StepFailed(f"{node} is not running")
-        self.sim.record(Fault("fail_log_dir", node, backend=self.fault_backend, dir=log_dir))
+        self.sim.record(Fault("fail_log_dir", node, backend=self.fault_backend, dir=log_dir, source=self.fault_source))
         if self.invoke(node, lambda role, now, d=log_dir: role.fail_log_dir(d, now)):
             self.crash(node, "process")
 

@@ -82,6 +82,8 @@ class RayCluster(RoleCluster):
         self.sim.trace.sinks.extend(event_sinks)
         self.faults = NetworkFaults()
         self.fault_backend = fault_backend  # also the `fault` rows' backend
+        # The `fault` rows' source: "cli" while a fault made by hand (`kraftlab cluster fault`) is applied.
+        self.fault_source: str | None = None
         self.kernel = fault_backend == "kernel"
         # What the nodes' send paths apply: the faults in force, unless the kernel makes them.
         self._send_path_faults = NetworkFaults() if self.kernel else self.faults
@@ -227,7 +229,7 @@ class RayCluster(RoleCluster):
     def _host_lost(self, host: str) -> None:
         """The Ray node under `host` left the cluster: every process of the host died with its page
         cache (an OS crash). A restart brings the host up on another node, from its directory."""
-        self.sim.record(Fault("crash_os", host, backend=self.fault_backend))
+        self.sim.record(Fault("crash_os", host, backend=self.fault_backend, source=self.fault_source))
         self._mark_down(host)
         # The host's disk is on a machine that left: what an OS crash leaves there, if this
         # machine can read it (one machine's test clusters), else nothing is known to survive.
@@ -325,7 +327,7 @@ class RayCluster(RoleCluster):
             trace.collected(record)
         at_ms = max([self.now_ms, *(r.time_ms for r in result["events"])])
         self._mark_down(node)
-        self.sim.record(Fault(f"crash_{kind.value}", node, backend=self.fault_backend), at_ms)
+        self.sim.record(Fault(f"crash_{kind.value}", node, backend=self.fault_backend, source=self.fault_source), at_ms)
         for owner, n in sorted(result["lost"].items()):
             if n:
                 self.sim.record(CrashLost(owner, n), at_ms)
@@ -337,7 +339,7 @@ class RayCluster(RoleCluster):
         if self.sim.is_running(node):
             raise StepFailed(f"{node} is already running")
         slot = self.sim.nodes[node]
-        self.sim.record(Fault("restart", node, backend=self.fault_backend))
+        self.sim.record(Fault("restart", node, backend=self.fault_backend, source=self.fault_source))
         if self.agents.get(node) is None:
             self._replace_agent(node)
         slot.handle, slot.address = adapter.get(self.agents[node].create_node.remote(node, self.specs[node], self._seed(), slot.starts), PROCESS_START_TIMEOUT_S)
@@ -351,7 +353,7 @@ class RayCluster(RoleCluster):
     def shutdown(self, node: str, timeout_ms: float, wait: bool = True) -> None:
         if not self.sim.is_running(node):
             raise StepFailed(f"{node} is not running")
-        self.sim.record(Fault("shutdown", node, backend=self.fault_backend))
+        self.sim.record(Fault("shutdown", node, backend=self.fault_backend, source=self.fault_source))
         adapter.get(self.sim.nodes[node].handle.request_shutdown.remote(), CALL_TIMEOUT_S)
         if not wait:
             return
@@ -376,27 +378,27 @@ class RayCluster(RoleCluster):
     def isolate(self, node: str) -> None:
         self.faults.isolate(node)
         self._push_faults()
-        self.sim.record(Fault("isolate", node, backend=self.fault_backend))
+        self.sim.record(Fault("isolate", node, backend=self.fault_backend, source=self.fault_source))
 
     def partition(self, groups: Sequence[Sequence[str]]) -> None:
         self.faults.partition(groups)
         self._push_faults()
-        self.sim.record(Fault("partition", partition_target(groups), backend=self.fault_backend))
+        self.sim.record(Fault("partition", partition_target(groups), backend=self.fault_backend, source=self.fault_source))
 
     def link(self, src: str, dst: str, drop: float, delay_ms: float) -> None:
         self.faults.link(src, dst, drop=drop, delay_ms=delay_ms)
         self._push_faults()
-        self.sim.record(Fault("link", link_target(src, dst), drop, delay_ms, backend=self.fault_backend))
+        self.sim.record(Fault("link", link_target(src, dst), drop, delay_ms, backend=self.fault_backend, source=self.fault_source))
 
     def heal(self, node: str | None) -> None:
         self.faults.heal(node)
         self._push_faults()
-        self.sim.record(Fault("heal", node or "all", backend=self.fault_backend))
+        self.sim.record(Fault("heal", node or "all", backend=self.fault_backend, source=self.fault_source))
 
     def undo_network_fault(self, fault: str, target: tuple) -> None:
         self.faults.undo(fault, target)
         self._push_faults()
-        self.sim.record(Fault("heal", undone_target(fault, network_fault_target(fault, target)), backend=self.fault_backend))
+        self.sim.record(Fault("heal", undone_target(fault, network_fault_target(fault, target)), backend=self.fault_backend, source=self.fault_source))
 
     def protocol_step(self, kind: str, args: ProtocolCommand) -> None:
         if kind in ADMIN_STEPS:
