@@ -60,6 +60,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/ray_throughput.py
 	$(BIN)/python bench/ray_profile.py
 	$(BIN)/python bench/ray_observation.py
+	$(BIN)/python bench/kafka_clients.py
 	$(BIN)/python bench/campaign_rate.py
 	$(BIN)/python bench/campaign_memory.py
 

@@ -4,6 +4,8 @@ and the schedule as the steps `kraftlab run` replays."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import re
 
 from workloads.campaign.generate import fault_steps
@@ -21,6 +23,14 @@ SEEDS = range(200)
 
 def schedule(seed: int, spec: SwarmSpec = SPEC):
     return draw_swarm(spec, seed, 30_000, BROKERS, CONTROLLERS, PARTITIONS)
+
+
+def opening_end(phase, faults) -> float:
+    """Where a phase's own faults begin: after a calm opening (its slow link healed), else its start."""
+    if not phase.calm:
+        return phase.start_ms
+    [clog] = [f for f in faults if phase.start_ms <= f.fault.at_ms <= phase.start_ms + 500 and f.fault.action == "link"]
+    return min(phase.end_ms, clog.undo.at_ms)
 
 
 def test_a_seed_draws_the_same_mix_and_schedule_every_time_and_seeds_differ():
@@ -52,9 +62,9 @@ def test_phases_cover_the_safety_phase_and_draw_within_the_ranges():
 
 
 def test_faults_aim_at_roles_as_selectors_and_follow_their_trigger_s_partition():
-    """Single faults (no compound ones, no holds: below) aim at the phase's roles."""
+    """Single faults (no compound ones, no holds, no calm phases: below) aim at the phase's roles."""
     roles, triggered = set(), 0
-    spec = SwarmSpec(patterns=[], hold=0)
+    spec = SwarmSpec(patterns=[], hold=0, calm=0)
     for seed in SEEDS:
         mix, faults = schedule(seed, spec)
         for f in faults:
@@ -111,17 +121,21 @@ def test_most_seeds_keep_their_lossy_broker_crashes_within_the_protocol_s_tolera
     within = past = 0
     for seed in SEEDS:
         mix, faults = draw_swarm(spec, seed, 30_000, BROKERS, CONTROLLERS, PARTITIONS, min_isr=2)
+        # A calm opening's crash is outside the budget (the calm phase test below).
+        openings = [(p.start_ms, opening_end(p, faults)) for p in mix.phases if p.calm]
         for f in faults:
             on_a_broker = bool(f.fault.nodes) and (f.fault.nodes[0] in BROKERS or f.fault.nodes[0].split(":")[0] in BROKER_ROLES)
-            expected = mix.lossy_budget if f.fault.action == "crash_os" and on_a_broker else None
+            opening = on_a_broker and f.lossy_budget is None and any(a <= f.fault.at_ms <= a + 1_500 for a, _ in openings)
+            expected = mix.lossy_budget if f.fault.action == "crash_os" and on_a_broker and not opening else None
             assert f.lossy_budget == expected, (seed, f)
             if expected is not None:  # aimed at the sole in-sync holder, or a clog_then_kill's follower
                 assert f.fault.nodes[0].startswith((SOLE_HOLDER + ":", "partition-follower:")), f
         # Within tolerance, each phase but a hold watches every partition's sole holder for the whole
-        # phase, with its lossy kind (here crash_os) or, when it has none on, an OS crash.
-        watches = [f for f in faults if f.lossy_budget is not None and any(f.fault.at_ms == p.start_ms and f.undo.at_ms == p.end_ms
-                                                                           for p in mix.phases)]
-        expected_watches = sum(not p.hold for p in mix.phases) * len(PARTITIONS) if mix.lossy_budget is not None else 0
+        # phase (a calm one from the end of its opening), with its lossy kind (here crash_os) or,
+        # when it has none on, an OS crash.
+        spans = [(opening_end(p, faults), p.end_ms) for p in mix.phases if not p.hold]
+        watches = [f for f in faults if f.lossy_budget is not None and (f.fault.at_ms, f.undo.at_ms) in spans]
+        expected_watches = sum(a < b for a, b in spans) * len(PARTITIONS) if mix.lossy_budget is not None else 0
         assert len(watches) == expected_watches, (seed, watches)
         within += mix.lossy_budget == 1
         past += mix.lossy_budget is None
@@ -146,6 +160,38 @@ def test_a_hold_phase_cuts_a_leader_off_for_its_whole_span_and_makes_no_other_fa
                 leader = cut.fault.groups[0][0]
             assert leader == "controller-leader" or leader.startswith("partition-leader:")
     assert 0.2 * sum(len(draw_mix(SPEC, seed, 30_000)[0].phases) for seed in SEEDS) < held
+
+
+def test_a_calm_phase_opens_with_one_clog_then_kill_of_a_partition_follower_alone_with_the_load_idle():
+    calm = 0
+    for seed in SEEDS:
+        mix, faults = schedule(seed)
+        for phase in (p for p in mix.phases if p.calm):
+            calm += 1
+            assert not phase.hold
+            # The clog within the phase's first half-second, the crash within a second of it.
+            [clog] = [f for f in faults if phase.start_ms <= f.fault.at_ms <= phase.start_ms + 500 and f.fault.action == "link"]
+            kill = next(f for f in faults if f.fault.at_ms >= clog.fault.at_ms and f.fault.nodes == clog.fault.nodes[:1])
+            partition = kill.fault.nodes[0].removeprefix("partition-follower:")
+            assert clog.fault.action == "link" and clog.fault.nodes == (f"partition-follower:{partition}", f"partition-leader:{partition}")
+            assert clog.fault.drop == 0 and clog.fault.delay_ms >= 1_000
+            assert kill.fault.action == "crash_os" and kill.fault.at_ms - clog.fault.at_ms <= 1_000
+            assert kill.lossy_budget is None  # lossy even within tolerance, and outside the seed's budget
+            # Nothing else starts in the phase until the slow link heals, and the load idles until then.
+            healed = opening_end(phase, faults)
+            assert not [f for f in faults if phase.start_ms + 1_500 < f.fault.at_ms < healed]
+            assert phase.idle or any(f.fault.action == "pause_load" and f.fault.at_ms == phase.start_ms and f.undo.at_ms == healed
+                                     for f in faults)
+    assert 0.05 * sum(len(draw_mix(SPEC, seed, 30_000)[0].phases) for seed in SEEDS) < calm
+    # Turned off, every seed draws what it drew before, calm phases made as the others are; on,
+    # the opening is carved out of its phase: every other fault is the one drawn without it.
+    for seed in SEEDS[:50]:
+        (on, with_calm), (off, without) = schedule(seed), schedule(seed, SwarmSpec(calm=0))
+        assert tuple(replace(p, calm=False) for p in on.phases) == off.phases
+        openings = [(p.start_ms, opening_end(p, with_calm)) for p in on.phases if p.calm]
+        # (A compound fault begun in the opening is left out whole: its crash may come a second later.)
+        kept = [f for f in without if not any(a <= f.fault.at_ms < b + 1_000 for a, b in openings)]
+        assert all(f in with_calm for f in kept if not f.fault.nodes or not f.fault.nodes[0].startswith(SOLE_HOLDER))
 
 
 def test_a_majority_fault_strikes_most_of_the_controllers_or_of_the_brokers_at_once():
@@ -188,7 +234,9 @@ def test_an_idle_phase_pauses_the_load_for_its_whole_span():
     for seed in SEEDS:
         mix, faults = schedule(seed)
         pauses = [(f.fault.at_ms, f.undo.at_ms) for f in faults if f.fault.action == "pause_load"]
-        assert pauses == [(p.start_ms, p.end_ms) for p in mix.phases if p.idle and p.end_ms > p.start_ms]
+        # A calm phase's opening idles too (calm_phase test below).
+        assert pauses == [(p.start_ms, p.end_ms) if p.idle else (p.start_ms, opening_end(p, faults))
+                          for p in mix.phases if (p.idle or p.calm) and p.end_ms > p.start_ms]
         idle += len(pauses)
         steps = fault_steps(faults, 30_000)
         assert [s["pause_load"] for s in steps if "pause_load" in s] == [max(1, round(b) - round(a)) for a, b in pauses]

@@ -152,6 +152,13 @@ class SwarmSpec(Strict):
         0.3, description="the share of phases that hold one fault for their whole span, and make no other: a leader (the "
         "controllers' or a partition's) cut off from the rest, as Jepsen's partitions of the primaries"
     )
+    calm: Annotated[float, Field(ge=0, le=1)] = Field(
+        0.25, description="the share of phases (of those that do not hold) that open calm: one compound fault and nothing "
+        "else, the load idle, until its slow link heals (a slow link from a partition's follower to its leader, then a crash "
+        "of that follower and its quick return: clog_then_kill, whether or not the phase's patterns have it on), so that "
+        "the dead incarnation's messages meet the new one with no other fault or new record in between; the phase then "
+        "goes on as drawn"
+    )
     idle: Annotated[float, Field(ge=0, le=1)] = Field(
         0.3, description="the share of phases in which the load idles (its producers offer nothing, `pause_load`) from the "
         "phase's start to its end: the idle periods of TigerBeetle's VOPR, when nothing new is committed and old messages "

@@ -74,13 +74,17 @@ class Phase:
     pattern_share: float = 0.0  # the probability that a fault is one of `patterns` (when one fits its kind)
     hold: bool = False  # the phase holds one fault, a leader cut off, for its span, and makes no other
     idle: bool = False  # the load idles for the phase's span
+    # The phase opens with one clog_then_kill and no other fault, the load idle, until the slow
+    # link heals; then goes on as drawn (never with hold).
+    calm: bool = False
 
     def describe(self) -> list[str]:
         idle = ", the load idle" if self.idle else ""
         if self.hold:
             return [f"{self.start_ms:.0f}-{self.end_ms:.0f} ms: hold: a leader cut off for the whole phase, no other fault{idle}"]
+        calm = "calm first (one clog_then_kill of a partition's follower alone, the load idle, until its link heals); then " if self.calm else ""
         low, high = self.outage_ms
-        return [f"{self.start_ms:.0f}-{self.end_ms:.0f} ms: kinds {', '.join(self.kinds)} on {self.targets}, a fault every "
+        return [f"{self.start_ms:.0f}-{self.end_ms:.0f} ms: {calm}kinds {', '.join(self.kinds)} on {self.targets}, a fault every "
                 f"{self.mean_interval_ms:.0f} ms on average, outages {low:.0f}-{high:.0f} ms, heal {self.heal}{idle}",
                 f"    roles {', '.join(self.roles) or 'none'} (a fault aims at one with probability {self.role_share:.2f}); "
                 f"triggers {', '.join(self.triggers) or 'none'} (probability {self.trigger_share:.2f}); "
@@ -117,6 +121,7 @@ def draw_mix(spec: SwarmSpec, seed: int, duration_ms: float, min_isr: int = 1) -
     """The seed's mix, and its stream positioned for the schedule's draws. `min_isr`: the
     scenario's min.insync.replicas, the protocol's tolerance of lossy crashes."""
     rng = random.Random(f"swarm/{seed}")
+    calm_rng = random.Random(f"swarm/{seed}/calm")
     lossy_budget = max(0, min_isr - 1) if rng.random() < spec.within_tolerance else None
     count = rng.randint(*spec.phases)
     bounds = [0.0, *sorted(rng.uniform(0.0, duration_ms) for _ in range(count - 1)), duration_ms]
@@ -134,8 +139,11 @@ def draw_mix(spec: SwarmSpec, seed: int, duration_ms: float, min_isr: int = 1) -
         pattern_share = round(rng.random(), 3) if patterns else 0.0
         hold = rng.random() < spec.hold
         idle = rng.random() < spec.idle
+        # Drawn from a stream of its own, so that turning calm phases on or off leaves every other
+        # draw of the seed as it was.
+        calm = not hold and calm_rng.random() < spec.calm and _calm_crash(spec) is not None
         phases.append(Phase(round(start, 1), round(end, 1), kinds, roles, role_share, triggers, trigger_share, targets, interval,
-                            (round(outages[0], 1), round(outages[1], 1)), heal, patterns, pattern_share, hold, idle))
+                            (round(outages[0], 1), round(outages[1], 1)), heal, patterns, pattern_share, hold, idle, calm))
     return SwarmMix(seed, lossy_budget, tuple(phases)), rng
 
 
@@ -143,6 +151,10 @@ def draw_swarm(spec: SwarmSpec, seed: int, duration_ms: float, brokers: list[str
                partitions: list[str], min_isr: int = 1) -> tuple[SwarmMix, list[PlannedFault]]:
     """The seed's mix and the faults it makes over `duration_ms` of safety phase, in time order."""
     mix, rng = draw_mix(spec, seed, duration_ms, min_isr)
+    # A calm opening draws from a stream of its own and is carved out of its phase (the phase's
+    # faults that would have started in it are drawn, then left out), so that every other fault
+    # of the seed is the one it would be without it.
+    calm_rng = random.Random(f"swarm/{seed}/calm-opening")
     nodes = {"all": brokers + controllers, "brokers": brokers, "controllers": controllers}
     faults: list[PlannedFault] = []
     for phase in mix.phases:
@@ -151,56 +163,69 @@ def draw_swarm(spec: SwarmSpec, seed: int, duration_ms: float, brokers: list[str
         if phase.hold:
             faults.append(_hold(rng, phase, brokers + controllers, partitions))
             continue
+        start = phase.start_ms
+        if phase.calm and partitions:
+            opening, start = _calm(calm_rng, spec, phase, partitions, duration_ms)
+            faults += opening
+            if not phase.idle and start > phase.start_ms:
+                faults.append(PlannedFault(FaultAction(phase.start_ms, PAUSE_LOAD), FaultAction(start, UNDO_ONE), None, None))
         if mix.lossy_budget is not None and partitions:
             # Within tolerance, every phase watches every partition's sole in-sync holder: armed
-            # for the whole phase, a lossy crash strikes once its partition's ISR has shrunk to one
-            # replica, the one moment a lossy crash can take what no other replica has (a crash of
-            # a follower, or of a leader with in-sync followers, loses nothing another replica
-            # lacks). The watch is the tolerance's probe, not one of the phase's drawn faults: a
-            # phase without a lossy kind on watches too, with an OS crash, since which phase and
-            # which partition see an ISR shrink to one is the run's to decide (the faults of any
-            # phase may cause it). The budget is spent when one strikes (the later ones are then
-            # process crashes); never struck, a watch spends nothing.
+            # for the whole phase (from the end of a calm opening), a lossy crash strikes once its
+            # partition's ISR has shrunk to one replica, the one moment a lossy crash can take
+            # what no other replica has (a crash of a follower, or of a leader with in-sync
+            # followers, loses nothing another replica lacks). The watch is the tolerance's probe,
+            # not one of the phase's drawn faults: a phase without a lossy kind on watches too,
+            # with an OS crash, since which phase and which partition see an ISR shrink to one is
+            # the run's to decide (the faults of any phase may cause it). The budget is spent when
+            # one strikes (the later ones are then process crashes); never struck, a watch spends
+            # nothing.
             lossy = [k for k in phase.kinds if k in LOSSY_CRASHES] or ["crash_os"]
             for partition in partitions:
-                watch = FaultAction(phase.start_ms, rng.choice(lossy), (f"{SOLE_HOLDER}:{partition}",))
-                faults.append(PlannedFault(watch, FaultAction(phase.end_ms, UNDO_ONE), None, mix.lossy_budget))
+                watch = FaultAction(start, rng.choice(lossy), (f"{SOLE_HOLDER}:{partition}",))
+                if start < phase.end_ms:
+                    faults.append(PlannedFault(watch, FaultAction(phase.end_ms, UNDO_ONE), None, mix.lossy_budget))
         t = phase.start_ms
         while True:
             t += rng.expovariate(1.0 / phase.mean_interval_ms)
             if t >= phase.end_ms:
                 break
-            kind = rng.choice(phase.kinds)
-            trigger = None
-            if phase.triggers and rng.random() < phase.trigger_share:
-                state = rng.choice(phase.triggers)
-                trigger = Trigger(state, rng.choice(partitions) if state in PARTITION_TRIGGERS and partitions else None,
-                                  round(rng.uniform(*spec.trigger_window_ms)))
-            pool = nodes[phase.targets] if kind != "crash_disk" else brokers
-            # Half within the phase's range, half over the whole range, so that every
-            # phase has its tail of outages longer than every timeout, and of blips.
-            outage = min(log_uniform(rng, *(spec.outage_ms if rng.random() < TAIL_SHARE else phase.outage_ms)), duration_ms - t)
-            undo = FaultAction(round(t + outage, 1), UNDO_ONE if phase.heal == "one" else UNDO_ALL)
-            pattern = _pattern(rng, phase, kind)
-            if pattern == "majority":
-                group = controllers if phase.targets == "controllers" and kind != "crash_disk" else brokers
-                if phase.targets == "all" and kind != "crash_disk" and rng.random() < 0.5:
-                    group = controllers
-                for node in sorted(rng.sample(group, len(group) // 2 + 1)):
-                    fault = FaultAction(round(t, 1), kind, (node,))
-                    faults.append(_within_budget(PlannedFault(fault, undo, trigger, None), mix.lossy_budget))
-                continue
-            if pattern == "clog_then_kill":
-                clogs, kill = _clog_then_kill(rng, spec, kind, t, phase.targets, partitions, trigger, duration_ms)
-                faults += [*clogs, _within_budget(kill, mix.lossy_budget, keeps_its_kind=True)]
-                continue
-            role = _role(rng, phase, kind, trigger, partitions)
-            fault = _fault(rng, spec, kind, round(t, 1), pool or brokers, role)
-            if fault is None:
-                continue
-            faults.append(_within_budget(PlannedFault(fault, undo, trigger, None), mix.lossy_budget))
+            made = _phase_fault(rng, spec, phase, t, nodes, brokers, controllers, partitions, mix.lossy_budget, duration_ms)
+            if t >= start:
+                faults += made
     faults.sort(key=lambda f: f.fault.at_ms)
     return mix, faults
+
+
+def _phase_fault(rng: random.Random, spec: SwarmSpec, phase: Phase, t: float, nodes: dict[str, list[str]], brokers: list[str],
+                 controllers: list[str], partitions: list[str], lossy_budget: int | None, duration_ms: float) -> list[PlannedFault]:
+    """The fault (or the compound fault's parts) a phase makes at `t`; none when it names nobody."""
+    kind = rng.choice(phase.kinds)
+    trigger = None
+    if phase.triggers and rng.random() < phase.trigger_share:
+        state = rng.choice(phase.triggers)
+        trigger = Trigger(state, rng.choice(partitions) if state in PARTITION_TRIGGERS and partitions else None,
+                          round(rng.uniform(*spec.trigger_window_ms)))
+    pool = nodes[phase.targets] if kind != "crash_disk" else brokers
+    # Half within the phase's range, half over the whole range, so that every
+    # phase has its tail of outages longer than every timeout, and of blips.
+    outage = min(log_uniform(rng, *(spec.outage_ms if rng.random() < TAIL_SHARE else phase.outage_ms)), duration_ms - t)
+    undo = FaultAction(round(t + outage, 1), UNDO_ONE if phase.heal == "one" else UNDO_ALL)
+    pattern = _pattern(rng, phase, kind)
+    if pattern == "majority":
+        group = controllers if phase.targets == "controllers" and kind != "crash_disk" else brokers
+        if phase.targets == "all" and kind != "crash_disk" and rng.random() < 0.5:
+            group = controllers
+        return [_within_budget(PlannedFault(FaultAction(round(t, 1), kind, (node,)), undo, trigger, None), lossy_budget)
+                for node in sorted(rng.sample(group, len(group) // 2 + 1))]
+    if pattern == "clog_then_kill":
+        clogs, kill = _clog_then_kill(rng, spec, kind, t, phase.targets, partitions, trigger, duration_ms)
+        return [*clogs, _within_budget(kill, lossy_budget, keeps_its_kind=True)]
+    role = _role(rng, phase, kind, trigger, partitions)
+    fault = _fault(rng, spec, kind, round(t, 1), pool or brokers, role)
+    if fault is None:
+        return []
+    return [_within_budget(PlannedFault(fault, undo, trigger, None), lossy_budget)]
 
 
 def _within_budget(planned: PlannedFault, lossy_budget: int | None, keeps_its_kind: bool = False) -> PlannedFault:
@@ -254,6 +279,30 @@ def _clog_then_kill(rng: random.Random, spec: SwarmSpec, kind: str, t: float, ta
         clogs.append(PlannedFault(clog, FaultAction(round(heal_at, 1), UNDO_ONE), trigger, None))
     kill = FaultAction(round(kill_at, 1), kind, (follower,))
     return clogs, PlannedFault(kill, FaultAction(round(min(kill_at + down, duration_ms), 1), UNDO_ONE))
+
+
+def _calm(rng: random.Random, spec: SwarmSpec, phase: Phase, partitions: list[str], duration_ms: float) -> tuple[list[PlannedFault], float]:
+    """A calm phase's opening: shortly after the phase starts, a partition's follower's link to
+    its leader turns slow, then the follower crashes (an OS crash, losing its page cache, if the
+    campaign's kinds have it) and returns. With no other fault and no new record until the link
+    heals, what the dead incarnation sent meets the leader in the state the new incarnation left
+    it in: whether the leader can tell the two apart is what the opening probes. Returns its
+    faults and when the phase goes on as drawn (the link healed, within the phase)."""
+    kind = _calm_crash(spec)
+    at = round(phase.start_ms + rng.uniform(0.0, min(500.0, (phase.end_ms - phase.start_ms) / 2)), 1)
+    clogs, kill = _clog_then_kill(rng, spec, kind, at, "brokers", partitions, None, duration_ms)
+    healed = max([c.undo.at_ms for c in clogs] + [kill.undo.at_ms])
+    # The crash keeps its kind and spends none of the seed's lossy budget: a follower's loss is
+    # within what the protocol survives (its records are on the leader), and the budget stays
+    # with the watches on the sole in-sync holders, the tolerance's own probe. (The checks count
+    # the follower's crash until it is back in the ISR, caught up.)
+    return [*clogs, kill], min(phase.end_ms, healed)
+
+
+def _calm_crash(spec: SwarmSpec) -> str | None:
+    """The crash a calm phase makes: of the campaign's kinds, an OS crash first (its lost page
+    cache is what the dead incarnation's messages can contradict), else a process crash."""
+    return next((k for k in ("crash_os", "crash_process") if k in spec.kinds), None)
 
 
 def _hold(rng: random.Random, phase: Phase, nodes: list[str], partitions: list[str]) -> PlannedFault:
