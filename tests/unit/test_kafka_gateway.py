@@ -62,8 +62,10 @@ class Broker:
         asyncio.get_running_loop().call_soon(self.gateway.on_reply, reply)
 
     def cluster_view(self) -> ClusterView:
-        return ClusterView({"t": TOPIC_ID}, {("t", 0): PartitionView(1, 3, (1, 2), (1, 2)), ("t", 1): PartitionView(None, 4, (2, 1), (2,))}, (1, 2),
-                           {"t": "topic-t"})
+        return ClusterView({"t": TOPIC_ID}, {("t", 0): PartitionView(1, 3, (1, 2), (1, 2)), ("t", 1): PartitionView(None, 4, (2, 1), (2,))}, (1, 2))
+
+    def topic_id(self, topic: str) -> str | None:
+        return {"t": "topic-t"}.get(topic)
 
     def record(self, event: object) -> None:
         self.events.append(event)

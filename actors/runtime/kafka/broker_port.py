@@ -20,7 +20,7 @@ def cluster_view(role: Any) -> ClusterView:
     topics = {name: topic_uuid(topic_id) for name, topic_id in image.topics.items()}
     partitions = {key: PartitionView(p.leader, p.leader_epoch, tuple(p.replicas), tuple(p.isr)) for key, p in image.partitions.items()}
     brokers = tuple(sorted(b for b, reg in image.brokers.items() if not reg.fenced))
-    return ClusterView(topics, partitions, brokers, dict(image.topics))
+    return ClusterView(topics, partitions, brokers)
 
 
 def topic_uuid(topic_id: str) -> uuid.UUID:
@@ -49,6 +49,10 @@ class NodeBrokerPort:
 
     def cluster_view(self) -> ClusterView:
         return self.process.invoke(lambda role, _now: cluster_view(role))
+
+    def topic_id(self, topic: str) -> str | None:
+        """The topic's id in the broker's metadata image (a produce's hot path: no whole view)."""
+        return self.process.invoke(lambda role, _now: role.image.topics.get(topic))
 
     def record(self, event: object) -> None:
         self.process.record(event)

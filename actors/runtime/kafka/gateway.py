@@ -86,7 +86,6 @@ class ClusterView(NamedTuple):
     topics: dict[str, Any]  # name -> topic id (a uuid.UUID)
     partitions: dict[tuple[str, int], PartitionView]
     brokers: tuple[int, ...]  # unfenced
-    topic_ids: dict[str, str] = {}  # name -> topic id as kraftlab's history writes it
 
 
 class BrokerPort(Protocol):
@@ -99,6 +98,7 @@ class BrokerPort(Protocol):
     def new_producer_id(self) -> int: ...
     def deliver(self, src: str, message: object) -> None: ...
     def cluster_view(self) -> ClusterView: ...
+    def topic_id(self, topic: str) -> str | None: ...
     def record(self, event: object) -> None: ...
 
 
@@ -236,9 +236,6 @@ class Gateway:
 
     async def _produce(self, request: Any, version: int) -> Any | None:
         acks, timeout_ms = request.acks, request.timeout_ms
-        # The records' rows name the topic by the id the broker's metadata has for it (as a
-        # kraftlab producer's rows name the one its metadata has): the readers key records by it.
-        topic_ids = self.port.cluster_view().topic_ids
         asks: list[tuple[str, int, list[Any]]] = []
         answers: dict[tuple[str, int], tuple[str | None, int]] = {}
         for topic_data in request.topic_data:
@@ -256,8 +253,10 @@ class Gateway:
                     self.conn.next_sequence += batch.count
                     kraftlab_batch = to_kraftlab(batch, self.conn.producer, first)
                     sequences = tuple(range(first, first + batch.count))
+                    # The rows name the topic by the id the broker's metadata has for it (as a
+                    # kraftlab producer's rows name the one its metadata has): the readers key records by it.
                     self.port.record(ProduceSend(self.conn.producer, key[0], key[1], ACKS_NAMES.get(acks, str(acks)), sequences,
-                                                 topic_ids.get(key[0])))
+                                                 self.port.topic_id(key[0])))
                     sent_ms = self.port.now_ms()
                     future = self._ask(lambda rid, k=key, b=kraftlab_batch: RoleProduce(rid, k[0], k[1], acks, timeout_ms, b))
                     futures.append((future, sequences, sent_ms, kraftlab_batch.crc))
@@ -266,7 +265,7 @@ class Gateway:
             for topic, partition, futures in asks:
                 for _future, sequences, sent_ms, crc in futures:
                     self.port.record(ProduceAck(self.conn.producer, topic, partition, "0", "ok", sequences,
-                                                tuple(0.0 for _ in sequences), topic_id=topic_ids.get(topic)))
+                                                tuple(0.0 for _ in sequences), topic_id=self.port.topic_id(topic)))
                 self._row("Produce", version, topic, partition, None, None, sum(len(f[1]) for f in futures))
             return None
         for topic, partition, futures in asks:
@@ -278,7 +277,7 @@ class Gateway:
                 outcome = "ok" if ok else "fail" if reply.error in NOT_APPENDED else "info"
                 self.port.record(ProduceAck(self.conn.producer, topic, partition, ACKS_NAMES[acks], outcome, sequences,
                                             tuple(latency for _ in sequences), reply.base_offset if ok else None, crc if ok else None,
-                                            error=reply.error, topic_id=reply.topic_id or topic_ids.get(topic)))
+                                            error=reply.error, topic_id=reply.topic_id or self.port.topic_id(topic)))
                 if i == 0:
                     base = reply.base_offset
                 error = error or reply.error
