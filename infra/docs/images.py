@@ -5,7 +5,8 @@
 - docs/dashboard-{cluster,partitions,clients,faults}.png: the Grafana dashboards' main panels,
   drawn by `kraftlab dashboards render` from a real Prometheus holding the runs with ELR on and off.
 
-Both runs are simulated (seed 0), so the pictures change only when the code does. Needs Chromium
+Both runs are simulated (seed 0): the same runs as `kraftlab demo --runtime sim`, whose figures the
+README shows beside the report's picture. The pictures change only when the code does. Needs Chromium
 and Prometheus (Debian's `chromium` and `prometheus` packages) on this machine's PATH.
 """
 
