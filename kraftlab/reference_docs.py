@@ -176,7 +176,7 @@ def scenario_format_page() -> str:
     schema = Scenario.model_json_schema(by_alias=True)
     intro = ("A scenario file is YAML. Unknown keys are refused (exit code 2, naming the file and the key). "
              "Each step is a mapping with one key, the step's kind (`crash: b1`, `wait_for: {...}`); "
-             "[Writing scenarios](../tutorials/first-scenario.md) shows them at work and "
+             "[Your first scenario](../tutorials/first-scenario.md) shows them at work and "
              "`kraftlab schema` prints this schema as JSON Schema, for editors.")
     return _format_page("Scenario files", intro, schema, "the scenario's pydantic models (`workloads/scenario/`)")
 
@@ -187,7 +187,7 @@ def campaign_format_page() -> str:
     schema = CampaignSpec.model_json_schema(by_alias=True)
     intro = ("A campaign file is YAML: a base scenario, seeds, a matrix (and variants) of overrides, an optional "
              "random fault profile and load profile, and expectations per cell. "
-             "[Campaigns](../tutorials/campaigns.md) walks through one.")
+             "[A campaign and its minimal failures](../tutorials/campaigns.md) walks through one.")
     return _format_page("Campaign files", intro, schema, "the campaign's pydantic model (`workloads/campaign/spec.py`)")
 
 

@@ -1,4 +1,4 @@
-"""Durability modes and crash kinds (docs/explanation/architecture.md, "Storage and crash semantics").
+"""Durability modes and crash kinds (docs/explanation/architecture.md, "The simulator": its hosts, processes and disks).
 
 | mode           | ack path                         | process crash          | OS crash / power loss      |
 |----------------|----------------------------------|------------------------|----------------------------|

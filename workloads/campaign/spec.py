@@ -6,7 +6,7 @@ optional `expect` block. Validation happens before any run starts and names the 
 a matrix value is checked by applying it to the base scenario and validating the result with the
 scenario schema, so a campaign accepts exactly the overrides `kraftlab run --set` accepts.
 
-Additions beyond docs/reference (documented in the README): `set` (overrides for every run), `variants` (named sets of overrides, one
+Additions beyond docs/reference (documented in docs/reference/campaign-format.md): `set` (overrides for every run), `variants` (named sets of overrides, one
 cell each, crossed with the matrix: "each switch off, one at a time" is not a product), `load`,
 `faults.mean_outage_ms`, `faults.converge_ms`, `faults.targets`, `faults.link_drop`,
 `faults.link_delay_ms`, `faults.slow_delay_ms`, and `expect[].catch` accepting `liveness`.

@@ -180,7 +180,7 @@ class TopicConfig(Strict):
 
 class ProtocolSwitches(Strict):
     """Safety mechanisms, all on by default (today's Kafka); each can be switched off to reproduce
-    the bug it fixes (docs/explanation/architecture.md, "Protocol variants")."""
+    the bug it fixes (the "-off" scenarios of docs/reference/library.md show each)."""
 
     elr: bool = Field(True, description="KIP-966 Eligible Leader Replicas (the same switch as eligible.leader.replicas.enable)")
     maximal_isr: bool = Field(True, description="the leader counts proposed ISR members when it advances the HWM")
