@@ -24,7 +24,8 @@ DOCS = ROOT / "docs"
 LINK = re.compile(r"\]\((?P<target>[^)\s#]*\.md)?#(?P<anchor>[^)\s]+)\)")
 # docs/page.md, "Section"  /  page.md ("Section")  /  [text](page.md), "Section": a page, then a
 # quoted name, across a line break and a comment's `#` if need be.
-NAMED = re.compile(r"(?P<page>[\w./-]+\.md)\)?,?[ \t]*(?:\n[ \t]*(?:#[ \t]*)?)?\(?\"(?P<name>[^\"\n]+)\"")
+NAMED = re.compile(r"(?P<page>[\w./-]+\.md|\bREADME\b)\)?(?:,[ \t]*(?:\n[ \t]*(?:#[ \t]*)?)?|[ \t]+\()"
+                   r"\"(?P<name>[^\"\n]+)\"")
 
 
 @cache
@@ -57,6 +58,8 @@ def names_a_heading(name: str, headings: dict[str, str]) -> bool:
 def resolve(page: str, source: Path) -> Path | None:
     """The Markdown page a reference names: relative to the file that names it, to the repository,
     or to docs/; a bare file name when one page of docs/ has it."""
+    if page == "README":
+        page = "README.md"
     for base in (source.parent, DOCS.parent, DOCS):
         candidate = (base / page).resolve()
         if candidate.is_file():
@@ -85,7 +88,7 @@ def broken_references(source: Path, text: str) -> list[str]:
             if m["page"].startswith("docs/"):
                 out.append(f"{where(m)}: {m['page']} does not exist")
             continue
-        if target.is_relative_to(DOCS) and not names_a_heading(m["name"], sections(target)):
+        if (target.is_relative_to(DOCS) or target.name == "README.md") and not names_a_heading(m["name"], sections(target)):
             out.append(f"{where(m)}: {m['page']} has no section \"{m['name']}\"")
     return out
 
@@ -119,11 +122,13 @@ def test_anchors_are_the_site_s():
     ("[a](missing.md#top)", "missing.md does not exist"),
     ('"""Seeds (docs/other.md, "No such section")."""', 'docs/other.md has no section "No such section"'),
     ('# seeds (docs/other.md,\n# "Not here either")', 'docs/other.md has no section "Not here either"'),
+    ('"""The layout (README, "No such heading")."""', 'README has no section "No such heading"'),
 ])
 def test_a_planted_broken_reference_is_found(tmp_path, monkeypatch, text, found):
     monkeypatch.setattr(__import__(__name__, fromlist=["DOCS"]), "DOCS", tmp_path / "docs")
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "other.md").write_text("# Other\n\n## A heading\n\n```sh\n# not a heading\n```\n")
+    (tmp_path / "README.md").write_text("# kraftlab\n\n## Layout\n")
     source = tmp_path / ("docs/page.md" if text.startswith("[") else "module.py")
     source.write_text("# Page\n")
     broken = broken_references(source, text)
@@ -134,11 +139,13 @@ def test_a_planted_broken_reference_is_found(tmp_path, monkeypatch, text, found)
     "[a](other.md#a-heading)",
     '"""(docs/other.md, "A heading")."""',
     "[a](other.md#other)",
+    '"""The layout (README, "Layout")."""',
 ])
 def test_a_reference_that_exists_passes(tmp_path, monkeypatch, text):
     monkeypatch.setattr(__import__(__name__, fromlist=["DOCS"]), "DOCS", tmp_path / "docs")
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "other.md").write_text("# Other\n\n## A heading\n\n```sh\n# not a heading\n```\n")
+    (tmp_path / "README.md").write_text("# kraftlab\n\n## Layout\n")
     source = tmp_path / "docs" / "page.md"
     source.write_text("# Page\n")
     assert broken_references(source, text) == []

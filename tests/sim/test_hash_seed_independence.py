@@ -3,7 +3,7 @@
 order of the topics' string hashes: the partition checks took their dirty partitions in that order,
 and when two partitions broke one invariant at once the first one's detail was reported, an event
 of the trace. Seed 0 with maximal_isr off gave another trace hash with PYTHONHASHSEED=1 than with 0
-(the flaky `test_incremental_checks` of the README's known issues)."""
+(what made `test_incremental_checks` flaky)."""
 
 import json
 import subprocess

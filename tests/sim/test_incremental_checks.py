@@ -44,8 +44,8 @@ def both_ways(case: int) -> tuple[tuple[str, dict], tuple[str, dict]]:
 def test_incremental_checks_give_the_verdicts_of_full_checks():
     # Each case in a fresh worker process (tests/sim/seed_pool.py), as the sweeps run: in the
     # `make test` process, after the Ray tier, the first of the two runs twice came out with
-    # another trace hash than the same seed gives in any fresh process (not understood yet; see
-    # the README's known issues).
+    # another trace hash than the same seed gives in any fresh process (the trace depended on
+    # PYTHONHASHSEED: tests/sim/test_hash_seed_independence.py).
     for (seed, protocol), ((inc_hash, inc), (full_hash, full)) in zip(CASES, in_seed_order(both_ways, range(len(CASES))), strict=True):
         assert inc_hash == full_hash, f"seed {seed} {protocol}: not the same run"
         assert inc == full, f"seed {seed} {protocol}"

@@ -1,4 +1,4 @@
-"""The README's cluster walk-through on a testbed, for real, and kernel faults on it.
+"""The `ray up` walk-through of docs/testbed.md on a testbed, for real, and kernel faults on it.
 
 One testbed of three hosts for the module (the head and two workers, so that the three brokers run
 on three hosts that share no /tmp, /dev/shm, home or process table, and the driver, on the head,
