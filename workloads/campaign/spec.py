@@ -153,7 +153,7 @@ class SwarmSpec(Strict):
         "controllers' or a partition's) cut off from the rest, as Jepsen's partitions of the primaries"
     )
     calm: Annotated[float, Field(ge=0, le=1)] = Field(
-        0.25, description="the share of phases (of those that do not hold) that open calm: one compound fault and nothing "
+        0.4, description="the share of phases (of those that do not hold) that open calm: one compound fault and nothing "
         "else, the load idle, until its slow link heals (a slow link from a partition's follower to its leader, then a crash "
         "of that follower and its quick return: clog_then_kill, whether or not the phase's patterns have it on), so that "
         "the dead incarnation's messages meet the new one with no other fault or new record in between; the phase then "
