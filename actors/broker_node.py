@@ -23,6 +23,8 @@ and clean leader failover"):
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from actors.contract import Envelope, FlushCompleted, Output, ShutdownRequested, StartContext, StopProcess
 from actors.controller_node import raft_config
 from actors.replication.messages import (
@@ -45,6 +47,8 @@ from controller_quorum.partition_change import topic_min_isr
 from controller_quorum.raft import RaftNode
 from controller_quorum.requests import (
     NOT_CONTROLLER,
+    AdminRequest,
+    AdminResponse,
     STALE_BROKER_EPOCH,
     AlterPartitionResponse,
     BrokerHeartbeatRequest,
@@ -241,6 +245,10 @@ class BrokerNode:
             self.data_plane.on_epoch_end_offset(envelope.src, p, out)
         elif isinstance(p, GetReplicaLogInfoRequest):
             self.data_plane.on_replica_log_info(envelope.src, p, out)
+        elif isinstance(p, AdminRequest):
+            self._forward_admin(envelope.src, p, out)
+        elif isinstance(p, AdminResponse):
+            out.send(Envelope(self.node_id, p.client, p))  # the controller's answer, back to the client's connection
         elif isinstance(p, ShutdownRequested):
             if self.epoch is None:
                 self._stop(b"", out)
@@ -250,6 +258,17 @@ class BrokerNode:
             out.emit(ControlledShutdownRequested(self.epoch))
             self._send_control_request(now_ms, out)
         return self._finish(now_ms, out)
+
+    def _forward_admin(self, src: str, req: AdminRequest, out: Output) -> None:
+        """A Kafka client's admin request, forwarded to the active controller as the broker knows it
+        (Kafka's ForwardingManager, KIP-590), naming the client's connection for the answer. With no
+        controller known the client is told NOT_CONTROLLER at once and asks again (Kafka's broker
+        holds the request and retries until its timeout: the listener does that)."""
+        target = self._controller()
+        if target is None:
+            out.send(Envelope(self.node_id, src, AdminResponse(req.request_id, NOT_CONTROLLER, client=src)))
+        else:
+            out.send(Envelope(self.node_id, target, replace(req, client=src)))
 
     def _on_registration_response(self, src: str, resp: BrokerRegistrationResponse, now_ms: float, out: Output) -> None:
         if self.epoch is not None or not self.registration_in_flight or resp.request_id != self.registration_id:

@@ -34,7 +34,7 @@ from observability.events import (
     UncleanRecoveryStarted,
 )
 
-from . import configuration_control
+from . import admin_requests, configuration_control
 from .cluster_control import ClusterControl
 from .messages import LogEntry
 from .metadata import (
@@ -52,6 +52,8 @@ from .replication_control import MAX_ELECTIONS_PER_PASS, ReplicationControl
 from .requests import (
     NOT_CONTROLLER,
     AdminError,
+    AdminRequest,
+    AdminResponse,
     AlterPartitionRequest,
     AlterPartitionResponse,
     BrokerHeartbeatRequest,
@@ -210,6 +212,8 @@ class Controller:
             self._on_alter_partition(env, p, now_ms, out)
         elif isinstance(p, GetReplicaLogInfoResponse):
             self._on_replica_log_info(p, now_ms, out)
+        elif isinstance(p, AdminRequest):
+            self._on_admin_request(env, p, now_ms, out)
         else:
             return False
         self.maybe_recover_uncleanly(now_ms, out)
@@ -240,6 +244,29 @@ class Controller:
             out.send(self._reply(env, AlterPartitionResponse(NOT_CONTROLLER, req.topic, req.partition, controller=self.raft.leader, **echo)))
             return
         answer, last = self._write(lambda p: self.replication.alter_partition(p, req, self.raft.leader), now_ms, out)
+        self._answer(self._reply(env, answer), last, out)
+
+    def _on_admin_request(self, env: Envelope, req: AdminRequest, now_ms: float, out: Output) -> None:
+        """A Kafka client's admin request forwarded by a broker (KIP-590): answered, as Kafka's
+        controller answers, once its records commit (never if leadership is lost first: the broker's
+        client times out). validate_only runs the checks on a copy of the working image and writes
+        nothing; ListPartitionReassignments reads the committed image."""
+        if not self.active:
+            out.send(self._reply(env, AdminResponse(req.request_id, NOT_CONTROLLER, client=req.client, controller=self.raft.leader)))
+            return
+        if req.call == "list_reassignments":
+            out.send(self._reply(env, admin_requests.list_reassignments(self.committed, req)))
+            return
+        run = admin_requests.operation(self.replication, self.settings, req)
+        if req.validate_only:
+            p = Proposal(self.working.copy(), self._next_offset())
+            error, last, image = run(p), None, p.image
+        else:
+            error, last = self._write(run, now_ms, out)
+            image = self.working
+        answer = AdminResponse(req.request_id, None if error is None else error.error, "" if error is None else error.message, req.client)
+        if req.call == "create_topic":
+            answer = admin_requests.created(image, req, answer)
         self._answer(self._reply(env, answer), last, out)
 
     # --- unclean recovery (KIP-966) -------------------------------------------------------------

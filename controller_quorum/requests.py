@@ -145,3 +145,55 @@ class GetReplicaLogInfoResponse:
     error: str | None
     last_epoch: int = -1
     log_end_offset: int = -1
+
+
+# --- Kafka clients' admin requests, forwarded by a broker (KIP-590) ---------------------------------
+
+# The calls an AdminRequest names (controller_quorum/admin_requests.py carries each out).
+ADMIN_CALLS = ("create_topic", "delete_topic", "create_partitions", "elect_leaders", "reassign", "cancel_reassignment",
+               "alter_config", "list_reassignments")
+
+
+@pickled_by_fields
+@dataclass(frozen=True, slots=True)
+class AdminRequest:
+    """One item of a Kafka client's admin request (a topic of CreateTopics, a partition of
+    ElectLeaders, a resource of IncrementalAlterConfigs...). A broker's Kafka listener hands it to
+    its broker role, which forwards it to the active controller as Kafka's brokers forward admin
+    requests since KIP-590; the answer comes back the same way, to `client`."""
+
+    request_id: int
+    call: str  # one of ADMIN_CALLS
+    topic: str = ""
+    partition: int = -1
+    count: int = -1  # create_topic: partitions (-1: the default); create_partitions: the new total
+    replication_factor: int = -1  # create_topic (-1: the default)
+    # create_topic: partition -> replicas; create_partitions: the new partitions' replicas, in order
+    assignment: tuple[tuple[int, tuple[int, ...]], ...] | None = None
+    replicas: tuple[int, ...] = ()  # reassign: the target
+    election: str = "preferred"  # elect_leaders: preferred | unclean
+    # create_topic and alter_config: (name, operation, value); operation is Kafka's OpType id
+    # (0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT), a creation's configs are SETs.
+    config: tuple[tuple[str, int, str | None], ...] = ()
+    resource: str = "topic"  # alter_config: topic, or broker (`topic` is then the broker's id, "" the cluster default)
+    validate_only: bool = False
+    allow_replication_factor_change: bool = True  # reassign (KIP-860)
+    # list_reassignments: (topic, partitions) to look at; None: every partition
+    partitions: tuple[tuple[str, tuple[int, ...]], ...] | None = None
+    client: str = ""  # set by the forwarding broker: the connection the answer goes back to
+
+
+@pickled_by_fields
+@dataclass(frozen=True, slots=True)
+class AdminResponse:
+    request_id: int
+    error: str | None  # Kafka's error name; None: carried out
+    message: str = ""
+    client: str = ""
+    controller: str | None = None  # with NOT_CONTROLLER: who is, if known
+    # create_topic: the topic as made (validate_only: as it would be)
+    topic_id: str | None = None
+    partitions: int = -1
+    replication_factor: int = -1
+    # list_reassignments: (topic, partition, replicas, adding, removing) per partition in reassignment
+    reassignments: tuple[tuple[str, int, tuple[int, ...], tuple[int, ...], tuple[int, ...]], ...] = ()
