@@ -13,10 +13,11 @@ from hypothesis import strategies as st
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 
-from actors.runtime.kafka.apis import APIS
+from actors.runtime.kafka.apis import ADMIN_APIS, APIS
 from actors.runtime.kafka.gateway import Connection, Gateway, UnknownApi
 from actors.runtime.kafka.listener import MAX_FRAME_BYTES, KafkaListener
 
+from tests.unit.test_kafka_admin import AdminBroker
 from tests.unit.test_kafka_gateway import Broker, batch
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -30,7 +31,9 @@ def answer(broker: Broker, frame: bytes) -> bytes | None:
 @FUZZ
 @given(api_key=st.sampled_from([*APIS, 11, 19, 32, 1000]), version=st.integers(-1, 20), body=st.binary(max_size=200))
 def test_any_frame_is_answered_with_its_correlation_id_or_closes_the_connection(api_key, version, body):
-    broker = Broker()
+    # The admin APIs reach a real controller (tests/unit/test_kafka_admin.py): whatever a mangled
+    # request asks of it is answered.
+    broker = AdminBroker() if api_key in ADMIN_APIS else Broker()
     frame = struct.pack(">hhih", api_key, version, 42, 1) + b"c" + body
     try:
         response = answer(broker, frame)
@@ -89,3 +92,38 @@ def test_the_listener_closes_a_bad_connection_and_serves_the_others():
 
     over, unknown, correlation_id = asyncio.run(scenario())
     assert over == b"" and unknown == b"" and correlation_id == 9
+
+
+ADMIN_FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@ADMIN_FUZZ
+@given(name=st.sampled_from(["t", "u", "", "a/b", "x" * 250]), partitions=st.integers(-3, 12_000), rf=st.integers(-3, 5),
+       assignment=st.none() | st.lists(st.tuples(st.integers(0, 3), st.lists(st.integers(0, 4), max_size=4)), max_size=4),
+       config=st.lists(st.tuples(st.sampled_from(["min.insync.replicas", "segment.bytes", "retention.ms"]), st.sampled_from(["1", "2", "0", "x", None])),
+                       max_size=2), validate_only=st.booleans(), grow_to=st.integers(-1, 12_000))
+def test_an_admin_request_changes_the_cluster_exactly_when_its_answer_says_so(name, partitions, rf, assignment, config, validate_only, grow_to):
+    """CreateTopics then CreatePartitions of anything: a topic exists after with the partitions it
+    was told it has, and nothing else was made; every error is one Kafka answers these with."""
+    from kafka.protocol.admin.topics import CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse
+
+    from tests.unit.test_kafka_admin import ask, topic
+
+    broker = AdminBroker()
+    before = dict(broker.image.partitions)
+    request = CreateTopicsRequest(version=7, timeout_ms=5_000, validate_only=validate_only,
+                                  topics=[topic(name, partitions, rf, assignments=assignment or (), configs=config)])
+    [created] = ask(broker, request, CreateTopicsResponse, 7).topics
+    assert created.error_code in (0, 17, 36, 37, 38, 39, 40, 42, 44)
+    made = created.error_code == 0 and not validate_only
+    assert (name in broker.image.topics) == (made or name == "t")
+    if made:
+        assert sum(t == name for t, _ in broker.image.partitions) == created.num_partitions
+    else:
+        assert broker.image.partitions == before
+    grow = CreatePartitionsRequest(version=3, timeout_ms=5_000, validate_only=False, topics=[
+        CreatePartitionsRequest.CreatePartitionsTopic(name=name, count=grow_to, assignments=None)])
+    [grown] = ask(broker, grow, CreatePartitionsResponse, 3).results
+    assert grown.error_code in (0, 3, 37, 38, 39, 44)
+    if grown.error_code == 0:
+        assert sum(t == name for t, _ in broker.image.partitions) == grow_to

@@ -3,12 +3,12 @@ process (actors/runtime/ray/node_process.py), in the same process and event loop
 
 from __future__ import annotations
 
-import base64
-import uuid
 from typing import Any
 
 from actors.contract import Envelope
 
+from .apis import topic_uuid
+from .admin import ConfigView
 from .gateway import ClusterView, PartitionView
 
 
@@ -23,9 +23,13 @@ def cluster_view(role: Any) -> ClusterView:
     return ClusterView(topics, partitions, brokers)
 
 
-def topic_uuid(topic_id: str) -> uuid.UUID:
-    """A kraftlab topic id (Kafka's printed form: URL-safe base64 of the 16 bytes) as the wire's uuid."""
-    return uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4)))
+def config_view(role: Any) -> ConfigView:
+    """The configs DescribeConfigs answers from (Kafka's broker answers it from its metadata
+    image): the topics' and the cluster's dynamic configs, and the static ones it started with."""
+    image, cfg = role.image, role.settings.config
+    static = {"min.insync.replicas": cfg.min_insync_replicas, "unclean.leader.election.enable": cfg.unclean_leader_election_enable,
+              "log.segment.bytes": cfg.log_segment_bytes}
+    return ConfigView({t: dict(c) for t, c in image.topic_configs.items()}, dict(image.cluster_config), static)
 
 
 class NodeBrokerPort:
@@ -49,6 +53,9 @@ class NodeBrokerPort:
 
     def cluster_view(self) -> ClusterView:
         return self.process.invoke(lambda role, _now: cluster_view(role))
+
+    def configs(self) -> ConfigView:
+        return self.process.invoke(lambda role, _now: config_view(role))
 
     def topic_id(self, topic: str) -> str | None:
         """The topic's id in the broker's metadata image (a produce's hot path: no whole view)."""

@@ -20,6 +20,8 @@ client meets the same protocol, faults and checks:
   start at 0: nothing is deleted).
 - Metadata: from the broker's metadata image (its MetadataCache), with every broker's listener.
 - ApiVersions: the table in apis.py.
+- The admin APIs (admin.py): forwarded to the active controller through the broker role (KIP-590);
+  DescribeConfigs from the broker's metadata image.
 
 Every request answered is a `kafka_request` row of the history. The gateway does no I/O: the
 listener feeds it frames and writes what it returns; the role is reached through `BrokerPort`.
@@ -47,7 +49,10 @@ from actors.replication.messages import ListOffsetsRequest as RoleListOffsets
 from actors.replication.messages import ProduceRequest as RoleProduce
 from observability.events import KafkaRequest, ProduceAck, ProduceSend
 
+from . import admin
+from .admin import ConfigView
 from .apis import (
+    ADMIN_APIS,
     API_VERSIONS,
     APIS,
     DESCRIBE_CLUSTER,
@@ -99,7 +104,11 @@ class BrokerPort(Protocol):
     def deliver(self, src: str, message: object) -> None: ...
     def cluster_view(self) -> ClusterView: ...
     def topic_id(self, topic: str) -> str | None: ...
+    def configs(self) -> ConfigView: ...
     def record(self, event: object) -> None: ...
+
+
+__all__ = ["BrokerPort", "ClusterView", "ConfigView", "Connection", "Gateway", "PartitionView", "UnknownApi"]
 
 
 class UnknownApi(Exception):
@@ -181,6 +190,8 @@ class Gateway:
             response = self._init_producer_id(request, api_version)
         elif api_key == DESCRIBE_CLUSTER:
             response = self._describe_cluster(api_version)
+        elif api_key in ADMIN_APIS:
+            response = await admin.answer(self, api_key, request, api_version)
         elif api_key == OFFSET_FOR_LEADER_EPOCH:
             response = await self._offset_for_leader_epoch(request, api_version)
         else:
