@@ -739,8 +739,13 @@ class IsrChangeRejected(NamedTuple):
 class KafkaRequest(NamedTuple):
     """A broker's Kafka listener answered a real Kafka client's request (actors/runtime/kafka/):
     one row per partition a Produce, Fetch or ListOffsets names, one per Metadata or ApiVersions
-    request. `error`: Kafka's name for the answer's error (None: none); `offset`: a produce's base
-    offset, a fetch's first batch, a ListOffsets answer; `count`: the records produced or fetched;
+    request; for the admin APIs one per topic (CreateTopics, DeleteTopics, CreatePartitions), per
+    partition (ElectLeaders, AlterPartitionReassignments), per config resource (DescribeConfigs,
+    IncrementalAlterConfigs: `topic` is the topic's name, none for a broker) and one per
+    ListPartitionReassignments. `error`: Kafka's name for the answer's error (None: none);
+    `offset`: a produce's base offset, a fetch's first batch, a ListOffsets answer; `count`: the
+    records produced or fetched (CreateTopics: the partitions made; CreatePartitions: the count
+    asked for; configs: the entries; ListPartitionReassignments: the reassignments listed);
     `producer`: the name the produce's records have in `produce_send` and `produce_ack` rows."""
 
     client: str
