@@ -175,6 +175,19 @@ def test_api_versions_lists_the_admin_apis_at_kafka_4_s_versions():
         19: (2, 7), 20: (1, 6), 32: (1, 4), 37: (0, 3), 43: (0, 2), 44: (0, 1), 45: (0, 1), 46: (0, 0)}
 
 
+def test_an_admin_version_kafka_4_no_longer_serves_closes_the_connection():
+    import struct
+
+    from actors.runtime.kafka.gateway import UnknownApi
+
+    broker = AdminBroker()
+    broker.gateway = Gateway(broker, Connection("198.18.0.9:5000", "kafka:b1.0.1", "p"))
+    for api_key, version in ((19, 1), (20, 0), (32, 0), (46, 1)):  # CreateTopics v1, DeleteTopics v0, DescribeConfigs v0, ListPartitionReassignments v1
+        with pytest.raises(UnknownApi):
+            asyncio.run(broker.gateway.handle(struct.pack(">hhih", api_key, version, 1, 0)))
+    assert broker.image.topics.keys() == {"t"} and broker.rows("CreateTopics") == []
+
+
 def test_create_topics_makes_the_topic_through_the_controller_and_answers_kafka_s_errors():
     broker = AdminBroker()
     answers = create_topics(
