@@ -211,13 +211,13 @@ class LatencySpec(Strict):
 
 
 class NetworkSpec(Strict):
-    """Simulator network (addition to docs/reference): one-way message latency."""
+    """Simulator network (kraftlab's own, not a Kafka setting): one-way message latency."""
 
     latency: LatencySpec = Field(LatencySpec(), description="each message's one-way latency in the simulator")
 
 
 class DiskSpec(Strict):
-    """Simulator disks (addition to docs/reference)."""
+    """Simulator disks (kraftlab's own, not a Kafka setting)."""
 
     fsync_latency: LatencySpec = Field(
         LatencySpec(kind="uniform", low_ms=0.5, high_ms=2.0),

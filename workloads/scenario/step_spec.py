@@ -160,7 +160,7 @@ class LoadArgs(Strict):
 
 
 class ListOffsetsArgs(Strict):
-    """ListOffsets(latest) to the partition's current leader (addition to docs/reference): `expect` is
+    """ListOffsets(latest) to the partition's current leader (a step of kraftlab's own): `expect` is
     `not_available` (the leader does not trust its HWM yet, §6.4.2), a number or a comparison."""
 
     partition: PartitionRef
