@@ -4,6 +4,7 @@
     python tests/testbed/on_cluster.py probe OUT_DIR                # a kernel partition, counter by counter
     python tests/testbed/on_cluster.py campaign OUT_DIR             # `kraftlab campaign --faults kernel`
     python tests/testbed/on_cluster.py hunt OUT_DIR                 # `kraftlab campaign hunt`, a few seeds, on the cluster
+    python tests/testbed/on_cluster.py kafka-client OUT_DIR         # a Kafka client on an isolated leader's host, --faults kernel
 """
 
 from __future__ import annotations
@@ -186,3 +187,104 @@ HUNT_SEEDS = ("--seeds", "3", "--first-seed", "100000")
 
 if __name__ == "__main__" and sys.argv[1] == "hunt":
     hunt(Path(sys.argv[2]))
+
+
+def kafka_client(out: Path) -> None:
+    """A Kafka client on the host of a partition's leader, with kernel faults. The topic `solo` has
+    one replica, so its leader cannot move: while its broker is isolated, the partition is served
+    by that broker or by no one. The client is confluent-kafka in a Ray task placed on the leader's
+    Ray node, i.e. a process in that host's namespaces, connecting from the host's address to the
+    broker's listener on the node's own address: before the isolation its records are
+    acknowledged; during it (the host's packet filter drops every packet to and from the node's
+    address, also those that never leave the host) its produce requests time out, while Metadata
+    from another broker still answers it (the kernel cuts the node, not the whole host); after the
+    heal, once the broker leads again, it produces and reads back what it was told was written."""
+    import socket
+    import time
+
+    import ray
+
+    from actors.runtime.ray import adapter
+    from workloads.drivers import ray_cluster
+    from workloads.scenario.loading import validate
+
+    adapter.connect("auto")
+
+    @ray.remote(num_cpus=0)
+    def client(action: str, servers: str, prefix: str = "", count: int = 0, timeout_ms: int = 0) -> dict:
+        """produce COUNT records PREFIX0.., each with this message.timeout.ms; metadata; read."""
+        from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+        where = {"ray_node": ray.get_runtime_context().get_node_id(), "hostname": socket.gethostname()}
+        if action == "produce":
+            outcomes: list = []
+            producer = Producer({"bootstrap.servers": servers, "acks": "all", "enable.idempotence": True,
+                                 "message.timeout.ms": timeout_ms})
+            for i in range(count):
+                producer.produce("solo", f"{prefix}{i}".encode(), partition=0,
+                                 on_delivery=lambda err, msg: outcomes.append([None if err is None else err.name(), msg.offset(),
+                                                                              msg.value().decode()]))
+            left = producer.flush(timeout_ms / 1000 + 30)
+            return {**where, "outcomes": outcomes, "left": left}
+        if action == "metadata":
+            try:
+                topics = Producer({"bootstrap.servers": servers}).list_topics(timeout=20).topics
+                return {**where, "topics": sorted(topics)}
+            except KafkaException as exc:
+                return {**where, "error": str(exc)}
+        # Read the partition from 0 to its end (its high watermark now).
+        consumer = Consumer({"bootstrap.servers": servers, "group.id": "kernel-client", "enable.auto.commit": False})
+        _, end = consumer.get_watermark_offsets(TopicPartition("solo", 0), timeout=30)
+        consumer.assign([TopicPartition("solo", 0, 0)])
+        read: list = []
+        deadline = time.monotonic() + 120
+        while (not read or read[-1][0] < end - 1) and time.monotonic() < deadline:
+            read += [[m.offset(), m.value().decode()] for m in consumer.consume(100, 0.5) if m.error() is None]
+        consumer.close()
+        return {**where, "end": end, "read": read}
+
+    scenario = validate({"name": "kernel-kafka-client", "runtime": "ray",
+                         "cluster": {"brokers": 3, "controllers": 1, "listeners": ["kafka"]},
+                         "topics": [{"name": "solo", "replication_factor": 1}]}, "on_cluster.py")
+    cluster = ray_cluster(scenario, fault_backend="kernel", data_root=out / "data")
+
+    def on(node_id: str, *args, **kwargs) -> dict:
+        """Run the client on that Ray node, the cluster's history collected meanwhile."""
+        ref = client.options(label_selector={adapter.NODE_LABEL: node_id}).remote(*args, **kwargs)
+        deadline = time.monotonic() + 300
+        while not ray.wait([ref], timeout=0)[0] and time.monotonic() < deadline:
+            cluster.run_for(250)
+        return ray.get(ref, timeout=30)
+
+    answer: dict = {}
+    try:
+        assert cluster.run_until(lambda: cluster.view().partitions().get("solo-0") is not None
+                                 and cluster.view().partitions()["solo-0"].leader is not None, 60_000)
+        leader = cluster.view().partitions()["solo-0"].leader
+        node = cluster.sim.nodes[f"b{leader}"].ray_node
+        listeners = dict(cluster.kafka_listeners)
+        answer.update(leader=leader, leader_node=node, listeners={b: list(a) for b, a in listeners.items()},
+                      hosts={n["node_id"]: n["address"] for n in adapter.alive_nodes()})
+        servers = cluster.bootstrap_servers
+        other = ",".join(f"{h}:{p}" for b, (h, p) in sorted(listeners.items()) if b != leader)
+        answer["before"] = on(node, "produce", servers, "before-", 10, 60_000)
+        cluster.isolate(f"b{leader}")
+        answer["during"] = on(node, "produce", servers, "during-", 5, 15_000)
+        answer["during_metadata_from_others"] = on(node, "metadata", other)
+        answer["leader_during"] = cluster.view().partitions()["solo-0"].leader
+        cluster.heal(None)
+        answer["leads_again"] = cluster.run_until(lambda: cluster.view().partitions()["solo-0"].leader == leader
+                                                  and not cluster.view().brokers()[leader].fenced, 120_000)
+        answer["after"] = on(node, "produce", servers, "after-", 10, 60_000)
+        answer["read"] = on(node, "read", servers)
+        cluster.refresh()
+        answer["violations"] = sorted({v["invariant"] for v in cluster.violations()})
+    except Exception as exc:  # noqa: BLE001 - reported with what was seen so far
+        answer["error"] = f"{type(exc).__name__}: {exc}"
+    finally:
+        cluster.close()
+    print("KAFKA " + json.dumps(answer), flush=True)
+
+
+if __name__ == "__main__" and sys.argv[1] == "kafka-client":
+    kafka_client(Path(sys.argv[2]))

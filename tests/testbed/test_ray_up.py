@@ -6,7 +6,7 @@ shares none with two of them), brought up with `ray up` of its cluster file; the
 order, the last one `ray down`s it, and the fixture removes the testbed.
 
 In order: a scenario through `ray exec`, `ray rsync-down` and `kraftlab analyze` (RayDP across
-hosts); the kernel-partition probe; library scenarios and a campaign with `--faults kernel`; the
+hosts); the kernel-partition probe; a Kafka client on an isolated leader's host; library scenarios and a campaign with `--faults kernel`; the
 Ray tier's own modules run on the testbed; `ray down`.
 
 `KRAFTLAB_TESTBED_LIBRARY=all` runs every library scenario with network faults on it with
@@ -83,7 +83,7 @@ def alive_nodes(cluster_file: str) -> list[list[str]]:
 def on_head(cluster_file: str, script: str, *args: str, timeout: float = 900) -> tuple[subprocess.CompletedProcess, list]:
     """Run tests/testbed/on_cluster.py on the head; its JSON lines."""
     done = ray("exec", cluster_file, f"python {ROOT / 'tests/testbed/on_cluster.py'} {script} {' '.join(args)}", timeout=timeout)
-    return done, [json.loads(m) for m in re.findall(r"^(?:PROBE|SCENARIO|CAMPAIGN) (.*)$", done.stdout, re.MULTILINE)]
+    return done, [json.loads(m) for m in re.findall(r"^(?:PROBE|SCENARIO|CAMPAIGN|KAFKA) (.*)$", done.stdout, re.MULTILINE)]
 
 
 @pytest.fixture(scope="module")
@@ -149,6 +149,37 @@ def test_a_kernel_partition_cuts_the_data_plane_and_leaves_ray_up(cluster):
     # Cut from b1 alone, b3 still hears from the others (the controller, b2).
     assert probe["partitioned_from_b1"]["frames_received"] > probe["healed"]["frames_received"]
     assert probe["tables_after"] == [False] * HOSTS
+
+
+def test_a_kafka_client_on_an_isolated_leaders_host_times_out_and_goes_on_after_the_heal(cluster):
+    """confluent-kafka in a process on the host of `solo-0`'s leader (a Ray task on its Ray node:
+    the host's namespaces), with `--faults kernel` and the leader isolated (on_cluster.py
+    `kafka_client`). The partition has one replica, so nothing else can lead it meanwhile."""
+    cluster_file, _ = cluster
+    done, [answer] = on_head(cluster_file, "kafka-client", "runs/kafka-client")
+    log(f"kafka client on the leader's host: {json.dumps(answer)[:1500]}")
+    assert done.returncode == 0 and "error" not in answer, tail(done) + json.dumps(answer)[:3000]
+    node = answer["leader_node"]
+    # Each client ran on the leader's Ray node, i.e. in its host's namespaces.
+    assert {answer[k]["ray_node"] for k in ("before", "during", "during_metadata_from_others", "after", "read")} == {node}
+    # The broker listens on a node address of its own, not the host's (the kernel's rules name it).
+    assert answer["listeners"][str(answer["leader"])][0] != answer["hosts"][node]
+    before, during, after = answer["before"], answer["during"], answer["after"]
+    assert before["left"] == 0 and [err for err, _, _ in before["outcomes"]] == [None] * 10, before
+    # Isolated: the host's own packet filter drops the client's packets to the leader's address,
+    # and no other broker can lead the partition: every produce times out.
+    assert during["left"] == 0 and len(during["outcomes"]) == 5, during
+    assert all(err in ("_MSG_TIMED_OUT", "_TIMED_OUT", "REQUEST_TIMED_OUT") for err, _, _ in during["outcomes"]), during
+    # The kernel cuts the node, not its host: the same client still gets Metadata from the others.
+    assert answer["during_metadata_from_others"].get("topics") == ["solo"], answer["during_metadata_from_others"]
+    # Healed, the broker leads again; the client produces and reads back what it was told.
+    assert answer["leads_again"] is True
+    assert after["left"] == 0 and [err for err, _, _ in after["outcomes"]] == [None] * 10, after
+    told = {offset: value for outcome in (before, after) for _, offset, value in outcome["outcomes"]}
+    assert sorted(told.values()) == sorted([f"before-{i}" for i in range(10)] + [f"after-{i}" for i in range(10)])
+    read = dict(answer["read"]["read"])
+    assert {offset: read.get(offset) for offset in told} == told
+    assert answer["violations"] == []
 
 
 def test_library_scenarios_with_kernel_faults_end_as_in_the_simulator(cluster):
