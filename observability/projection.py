@@ -410,8 +410,13 @@ class ClusterProjection:
         top = max(ev.sequences) + 1
         if top > len(p.outcomes):
             p.outcomes.extend(bytes(top - len(p.outcomes)))
+        # A second "ok" for records already acknowledged (a Kafka client's retry of a batch whose
+        # first answer was lost on the way, answered as a duplicate) acknowledges nothing new.
+        again = code == OK and all(p.outcomes[s] == OK for s in ev.sequences)
         for s in ev.sequences:
             p.outcomes[s] = code
+        if again:
+            return
         if code == OK:
             p.acked += len(ev.sequences)
             # A batch's records mostly share one latency (handed over in one round): one update

@@ -183,12 +183,6 @@ def test_an_idempotent_producer_through_a_leader_crash_and_a_partition_has_each_
     assert dict(run.read) == acked
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the gateway records a Produce the leader answered as a duplicate (an idempotent retry of a batch "
-    "already in the log) as an ack of the retry's own kraftlab batch, whose CRC covers the producer "
-    "name and sequences the gateway gave the retry: the history looks for a batch the log does not "
-    "hold and counts its records in acked_lost (actors/runtime/kafka/gateway.py _produce, batches.py to_kraftlab)"),
-    raises=AssertionError)
 def test_the_history_of_that_run_counts_every_record_acknowledged_and_none_lost(through_faults):
     run = through_faults
     assert run.history["acked"] >= len(run.producer.acked)

@@ -39,6 +39,7 @@ class Broker:
         self.log: list = []
         self.events: list = []
         self.refuse: str | None = None
+        self.duplicate_at: int | None = None  # answer a produce as a duplicate of the batch at this offset
 
     def now_ms(self) -> float:
         return 0.0
@@ -49,6 +50,8 @@ class Broker:
     def deliver(self, src: str, message: object) -> None:
         if isinstance(message, EpochEndOffsetRequest):
             reply = EpochEndOffsetResponse(message.request_id, message.topic, message.partition, None, 3, sum(b.count for b in self.log))
+        elif isinstance(message, RoleProduce) and self.duplicate_at is not None:
+            reply = RoleProduceResponse(message.request_id, message.topic, message.partition, None, self.duplicate_at)
         elif isinstance(message, RoleProduce):
             base = sum(b.count for b in self.log)
             if self.refuse is None:
@@ -85,8 +88,9 @@ def decode(response_class, version: int, answer: bytes):
     return response
 
 
-def batch(values: list[bytes], codec: int = DefaultRecordBatch.CODEC_NONE) -> bytes:
-    builder = DefaultRecordBatchBuilder(2, codec, False, -1, -1, -1, 1 << 20)
+def batch(values: list[bytes], codec: int = DefaultRecordBatch.CODEC_NONE, producer: tuple[int, int, int] = (-1, -1, -1)) -> bytes:
+    """A v2 batch of `values`; `producer`: an idempotent client's (producer id, epoch, base sequence)."""
+    builder = DefaultRecordBatchBuilder(2, codec, False, *producer, 1 << 20)
     for i, value in enumerate(values):
         builder.append(i, 1_700_000_000_000, None, value, [])
     return bytes(builder.build())
@@ -107,6 +111,39 @@ def test_api_versions_lists_the_served_apis_and_answers_an_unknown_version_in_v0
     frame = struct.pack(">hhih", 18, 99, 7, 4) + b"test"
     answer = asyncio.run(Gateway(Broker(), Connection("p", "n", "q")).handle(frame))
     assert ApiVersionsResponse[0].decode(answer, header=True).error_code == 35
+
+
+def test_an_idempotent_retry_is_the_same_records_on_any_connection_so_its_ack_names_the_batch_the_log_holds():
+    """A client that retries a batch (its first answer lost on the way, or its leader moved) sends
+    the same bytes again; the leader answers a duplicate with the original's offset (KIP-98). The
+    records keep one identity, from the producer id, epoch, partition and sequences the batch
+    carries: the retry's ack names the batch the log holds (its CRC), not one of its own."""
+    broker = Broker()
+    records = batch([b"a", b"b"], producer=(1 << 48, 0, 0))
+    first = produce(broker, records)
+    broker.duplicate_at = first.base_offset
+    again = produce(broker, records)  # the same connection
+    broker.gateway = Gateway(broker, Connection("198.18.0.9:5001", "kafka:b1.0.2", "kafka:b1.0.2@198.18.0.9:5001"))
+    elsewhere = produce(broker, records)  # another connection (after a reconnect, or to the new leader)
+    assert (first.base_offset, again.base_offset, elsewhere.base_offset) == (0, 0, 0)
+    assert len(broker.log) == 1
+    acks = [e for e in broker.events if isinstance(e, ProduceAck)]
+    sends = [e for e in broker.events if isinstance(e, ProduceSend)]
+    identity = (f"kafka:pid{1 << 48}.0@t-0", (0, 1))
+    assert {(a.producer, a.sequences) for a in acks} == {identity}
+    assert {(a.first_offset, a.batch_crc) for a in acks} == {(0, broker.log[0].crc)}
+    # One send row per connection that sent it: a retry on the same connection is the same send.
+    assert [(s.producer, s.sequences) for s in sends] == [identity, identity]
+
+
+def test_a_batch_without_a_producer_id_retried_is_a_new_write_with_records_of_its_own():
+    broker = Broker()
+    records = batch([b"a"])
+    produce(broker, records)
+    produce(broker, records)
+    acks = [e for e in broker.events if isinstance(e, ProduceAck)]
+    assert [(a.producer, a.sequences, a.first_offset) for a in acks] == [
+        ("kafka:b1.0.1@198.18.0.9:5000", (0,), 0), ("kafka:b1.0.1@198.18.0.9:5000", (1,), 1)]
 
 
 def test_metadata_advertises_every_broker_s_listener_and_names_leaderless_and_unknown_topics():

@@ -86,6 +86,17 @@ def split_batches(records: bytes | None) -> list[ClientBatch]:
     return out
 
 
+def batch_identity(batch: ClientBatch, key: tuple[str, int]) -> tuple[str, int] | None:
+    """An idempotent client's batch: the producer name and first sequence its records are known by
+    in the history, from what the batch carries. Kafka's sequences count per partition and start
+    again with each producer epoch (KIP-98, KIP-360), so the name holds the producer id, the epoch
+    and the partition: a retry of the batch, through any connection, is the same records. None for
+    a batch without a producer id (the connection names its records)."""
+    if batch.producer_id < 0:
+        return None
+    return f"kafka:pid{batch.producer_id}.{batch.producer_epoch}@{key[0]}-{key[1]}", batch.base_sequence
+
+
 def to_kraftlab(batch: ClientBatch, producer: str, first_sequence: int) -> RecordBatch:
     """The kraftlab batch a client's batch is appended as; its records are `producer`'s from
     `first_sequence` on. An idempotent client's producer id and base sequence stay the batch's, so

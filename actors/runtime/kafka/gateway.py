@@ -4,10 +4,14 @@ and the role's answers into Kafka's responses.
 The broker's role answers Kafka's requests as it answers kraftlab's clients, so that a real
 client meets the same protocol, faults and checks:
 - Produce: each partition's record set is checked (batches.py) and appended through the role's
-  produce path (`ProduceRequest`, acks 0, 1 or all); the records get an identity (the
-  connection's producer name and a sequence each), recorded as `produce_send` and, with the
-  answer, `produce_ack` rows: an acknowledged record later missing counts in `acked_lost` as a
-  kraftlab producer's would.
+  produce path (`ProduceRequest`, acks 0, 1 or all); the records get an identity (a producer
+  name and a sequence each), recorded as `produce_send` and, with the answer, `produce_ack` rows:
+  an acknowledged record later missing counts in `acked_lost` as a kraftlab producer's would. An
+  idempotent client's batch takes its identity from what it carries (its producer id, epoch,
+  partition and sequences, `batch_identity`), so that a retry, on this connection or another
+  broker's, is the same records: the leader answers it as a duplicate with the original's offset,
+  and the history's ack names the batch the log holds. Other batches take the connection's
+  producer name and its next sequences: a retry of theirs is a new write (Kafka's duplicate).
 - Fetch: the role's consumer read (`FetchRequest` with Kafka's consumer replica id: whole
   batches below the leader's HWM, refused when the client's current leader epoch is not the
   leader's, KIP-320); the listener long-polls, asking again until records come or the request's
@@ -65,7 +69,7 @@ from .apis import (
     PRODUCE_REFUSED_BELOW,
     error_code,
 )
-from .batches import BatchError, split_batches, to_kafka, to_kraftlab
+from .batches import BatchError, batch_identity, split_batches, to_kafka, to_kraftlab
 
 ACKS_NAMES = {-1: "all", 0: "0", 1: "1"}
 EARLIEST, LATEST = -2, -1
@@ -125,6 +129,8 @@ class Connection:
     name: str  # the role's `src` for its requests; answers come back addressed to it
     producer: str  # the producer name of its records in the history
     next_sequence: int = 0
+    # The (producer, first sequence) of every batch this connection sent a `produce_send` row for.
+    sent: set[tuple[str, int]] = field(default_factory=set)
     next_request_id: int = 0
     waiting: dict[int, asyncio.Future] = field(default_factory=dict)
 
@@ -260,40 +266,45 @@ class Gateway:
                     continue
                 futures = []
                 for batch in batches:
-                    first = self.conn.next_sequence
-                    self.conn.next_sequence += batch.count
-                    kraftlab_batch = to_kraftlab(batch, self.conn.producer, first)
+                    producer, first = batch_identity(batch, key) or (self.conn.producer, self.conn.next_sequence)
+                    if producer == self.conn.producer:
+                        self.conn.next_sequence += batch.count
+                    kraftlab_batch = to_kraftlab(batch, producer, first)
                     sequences = tuple(range(first, first + batch.count))
-                    # The rows name the topic by the id the broker's metadata has for it (as a
-                    # kraftlab producer's rows name the one its metadata has): the readers key records by it.
-                    self.port.record(ProduceSend(self.conn.producer, key[0], key[1], ACKS_NAMES.get(acks, str(acks)), sequences,
-                                                 self.port.topic_id(key[0])))
+                    if (producer, first) not in self.conn.sent:
+                        # One send row per batch (a retry on this connection is the same send);
+                        # the rows name the topic by the id the broker's metadata has for it (as
+                        # a kraftlab producer's rows name the one its metadata has): the readers
+                        # key records by it.
+                        self.conn.sent.add((producer, first))
+                        self.port.record(ProduceSend(producer, key[0], key[1], ACKS_NAMES.get(acks, str(acks)), sequences,
+                                                     self.port.topic_id(key[0])))
                     sent_ms = self.port.now_ms()
                     future = self._ask(lambda rid, k=key, b=kraftlab_batch: RoleProduce(rid, k[0], k[1], acks, timeout_ms, b))
-                    futures.append((future, sequences, sent_ms, kraftlab_batch.crc))
+                    futures.append((future, producer, sequences, sent_ms, kraftlab_batch.crc))
                 asks.append((key[0], key[1], futures))
         if acks == 0:
             for topic, partition, futures in asks:
-                for _future, sequences, sent_ms, crc in futures:
-                    self.port.record(ProduceAck(self.conn.producer, topic, partition, "0", "ok", sequences,
+                for _future, producer, sequences, sent_ms, crc in futures:
+                    self.port.record(ProduceAck(producer, topic, partition, "0", "ok", sequences,
                                                 tuple(0.0 for _ in sequences), topic_id=self.port.topic_id(topic)))
-                self._row("Produce", version, topic, partition, None, None, sum(len(f[1]) for f in futures))
+                self._row("Produce", version, topic, partition, None, None, sum(len(f[2]) for f in futures))
             return None
         for topic, partition, futures in asks:
             error, base = None, -1
-            for i, (future, sequences, sent_ms, crc) in enumerate(futures):
+            for i, (future, producer, sequences, sent_ms, crc) in enumerate(futures):
                 reply = await future
                 latency = self.port.now_ms() - sent_ms
                 ok = reply.error is None
                 outcome = "ok" if ok else "fail" if reply.error in NOT_APPENDED else "info"
-                self.port.record(ProduceAck(self.conn.producer, topic, partition, ACKS_NAMES[acks], outcome, sequences,
+                self.port.record(ProduceAck(producer, topic, partition, ACKS_NAMES[acks], outcome, sequences,
                                             tuple(latency for _ in sequences), reply.base_offset if ok else None, crc if ok else None,
                                             error=reply.error, topic_id=reply.topic_id or self.port.topic_id(topic)))
                 if i == 0:
                     base = reply.base_offset
                 error = error or reply.error
             answers[(topic, partition)] = (error, base if error is None else -1)
-            self._row("Produce", version, topic, partition, error, base if error is None else None, sum(len(f[1]) for f in futures))
+            self._row("Produce", version, topic, partition, error, base if error is None else None, sum(len(f[2]) for f in futures))
         by_topic: dict[str, list[Any]] = {}
         for (topic, partition), (error, base) in answers.items():
             by_topic.setdefault(topic, []).append(ProduceResponse.TopicProduceResponse.PartitionProduceResponse(
