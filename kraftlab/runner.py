@@ -105,7 +105,11 @@ def kernel_faults_refusal(scenario: Scenario) -> str | None:
 
 
 def listeners_refusal(scenario: Scenario) -> str | None:
-    """Why the scenario's `cluster.listeners` cannot run on its runtime (None: they can)."""
+    """Why the scenario's `cluster.listeners`, or its real clients as load (`load.client:
+    librdkafka`, which turns the listeners on), cannot run on its runtime (None: they can)."""
+    if scenario.load.client == "librdkafka" and scenario.runtime != "ray":
+        return ("load.client: librdkafka needs runtime ray (real Kafka clients run on real time and talk to the brokers' Kafka "
+                "listeners, which the simulator does not have); add --runtime ray, or use load.client: kraftlab")
     if scenario.cluster.listeners and scenario.runtime != "ray":
         return ("cluster.listeners: [kafka] needs runtime ray (a real client's connections run on real time, which the "
                 "simulator's virtual clock does not); add --runtime ray, or remove the listeners")

@@ -17,6 +17,7 @@ from observability.states import UNKNOWN
 from .conditions import actual_values, describe_subject, holds, matches, mismatches, reported_from_now
 from .drivers import topic_settings
 from .fault_steps import FaultSteps
+from .scenario.load_spec import LoadSpec, kafka_settings
 from .scenario.names import PARTITION_SELECTORS, split_partition_ref
 from .scenario.schema import Scenario
 from .scenario.step_spec import (
@@ -124,7 +125,7 @@ class StepRunner:
             case TriggerStep(trigger=args):
                 self.faults.trigger(args)
             case _ if step.kind() in PROTOCOL_STEPS:
-                rt.protocol_step(step.kind(), protocol_command(step.kind(), step.args()))
+                rt.protocol_step(step.kind(), protocol_command(step.kind(), step.args(), self.scenario.load))
             case _:
                 raise AssertionError(f"no handler for step {step.kind()!r}")
 
@@ -176,8 +177,9 @@ class StepRunner:
         return min(state.elr)
 
 
-def protocol_command(kind: str, args: Any) -> api.ProtocolCommand:
-    """A protocol step's arguments (the scenario model's) as the plain command the drivers carry out."""
+def protocol_command(kind: str, args: Any, load: LoadSpec | None = None) -> api.ProtocolCommand:
+    """A protocol step's arguments (the scenario model's) as the plain command the drivers carry out;
+    `load`: the scenario's `load` section (who runs a `load` step's clients)."""
     match kind:
         case "produce":
             values = None if args.values is None else list(args.values)
@@ -189,7 +191,8 @@ def protocol_command(kind: str, args: Any) -> api.ProtocolCommand:
             topics = None if args.topics is None else list(args.topics)
             return api.Load(args.producers, args.consumers, args.rate_per_s, args.message_bytes, args.acks, topics, args.duration_ms, args.idempotence(),
                             args.config.buffer_memory, args.config.max_block_ms, args.config.delivery_timeout_ms,
-                            args.config.linger_ms, args.config.batch_size)
+                            args.config.linger_ms, args.config.batch_size,
+                            kafka_settings(load, args) if load is not None and load.client == "librdkafka" else None)
         case "pause_load":
             return api.PauseLoad(float(args))
         case "list_offsets":

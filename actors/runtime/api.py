@@ -99,6 +99,9 @@ class Load:
     delivery_timeout_ms: float = 30_000.0  # from a record's entry into the buffer
     linger_ms: float = 0.0  # how long a partition's records may wait to fill a batch
     batch_size: int | None = None  # a batch's bytes at most; None: at most 1,000 records
+    # `load.client: librdkafka`: the clients' librdkafka settings (acks and enable.idempotence
+    # resolved); None: kraftlab's own clients run the load.
+    kafka_config: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from .condition_spec import Condition
+from .load_spec import conflicts as load_conflicts
 from .names import is_client, split_partition_ref
 from .schema import Scenario
 from .step_spec import (
@@ -39,7 +40,8 @@ Problem = tuple[str, str]
 
 
 def check_references(sc: Scenario) -> list[Problem]:
-    return list(_topics(sc)) + list(_steps(sc))
+    loads = [(i, step.load) for i, step in enumerate(sc.steps) if isinstance(step, LoadStep)]
+    return list(_topics(sc)) + list(_steps(sc)) + list(load_conflicts(sc.load, loads))
 
 
 def _topics(sc: Scenario) -> Iterator[Problem]:

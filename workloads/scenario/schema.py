@@ -27,6 +27,7 @@ from pydantic import (
 from observability.checks.invariants import DISRUPTION_NAMES, INVARIANT_NAMES
 
 from .cluster_spec import ClusterSpec, TopicSpec
+from .load_spec import LoadSpec
 from .names import NAME_PATTERN, Strict
 from .step_spec import CreatePartitionsStep, CreateTopicStep, Step
 
@@ -43,6 +44,8 @@ class Scenario(Strict):
     )
     topics: list[TopicSpec] = Field([], description="topics created before the steps run")
     steps: list[Step] = Field([], description="run in order; each a one-key mapping: the step's kind and its arguments")
+    load: LoadSpec = Field(LoadSpec(), description="who runs the load steps' producers and consumers (kraftlab or librdkafka), "
+                                                   "and a real client's settings")
     expect_violations: list[str] = Field([], description="the invariants this scenario is meant to break (protocol variants); "
                                                           "`ok` requires exactly these")
     # kraftlab's: also check the quorum's liveness (EpochInflation, StaleLeader) after every event,
@@ -57,6 +60,14 @@ class Scenario(Strict):
                 raise ValueError(f"unknown invariant {name!r} (the names of docs/explanation/protocol-facts.md: {', '.join(sorted(INVARIANT_NAMES))}; "
                                  f"with disruption_checks: {', '.join(sorted(DISRUPTION_NAMES))})")
         return names
+
+    @model_validator(mode="after")
+    def _listeners_for_real_load(self) -> Scenario:
+        """`load.client: librdkafka` needs the brokers' Kafka listeners: a user who asks for real
+        clients as load asks for them too, so they are turned on (and scenario.yaml says so)."""
+        if self.load.client == "librdkafka" and "kafka" not in self.cluster.listeners:
+            object.__setattr__(self, "cluster", self.cluster.model_copy(update={"listeners": [*self.cluster.listeners, "kafka"]}))
+        return self
 
     @model_validator(mode="after")
     def _fill_topic_defaults(self) -> Scenario:
