@@ -54,6 +54,7 @@ COLUMN_TYPES: dict[str, str] = {
     "poll": "int64",
     "batch_offset": "int64",  # base offset of the batch a record was read in or acknowledged with
     "batch_crc": "int64",  # the batch's CRC: with batch_offset, what identifies it in a log
+    "sequences": "list<int64>",  # load_batch_appended: the batch's records, by sequence
     "source": "string",  # where a row comes from: final_read "leader" or "replica"; fault "cli" (made by hand)
     "error": "string",
     "attempt": "int32",
@@ -220,10 +221,22 @@ class ProduceAck(NamedTuple):
     # When ok, the id of the topic whose leader acknowledged; otherwise the one the producer's
     # metadata names (None: not known yet).
     topic_id: str | None = None
+    # When the records are part of a larger batch of the log (a real client's delivery reports
+    # come one record at a time: actors/runtime/kafka/load_join.py): that batch's base offset and
+    # record count. None: the records are the whole batch, at `first_offset`.
+    batch_offset: int | None = None
+    batch_count: int | None = None
 
     @property
     def row_count(self) -> int:
         return len(self.sequences)
+
+    @property
+    def batch(self) -> tuple[int, int, int | None]:
+        """(base offset, count, CRC) of the batch of the log these records are in (when ok)."""
+        if self.batch_offset is not None:
+            return self.batch_offset, self.batch_count or len(self.sequences), self.batch_crc
+        return self.first_offset, len(self.sequences), self.batch_crc
 
     def rows(self) -> Rows:
         n = len(self.sequences)
@@ -232,8 +245,8 @@ class ProduceAck(NamedTuple):
             "producer": [self.producer] * n, "topic": [self.topic] * n, "partition": [self.partition] * n,
             "acks": [self.acks] * n, "outcome": [self.outcome] * n, "sequence": list(self.sequences),
             "offset": [None] * n if base is None else list(range(base, base + n)),
-            "latency_ms": list(self.latencies_ms), "batch_offset": [base] * n, "batch_crc": [self.batch_crc] * n,
-            "error": [self.error] * n, "topic_id": [self.topic_id] * n,
+            "latency_ms": list(self.latencies_ms), "batch_offset": [base if self.batch_offset is None else self.batch_offset] * n,
+            "batch_crc": [self.batch_crc] * n, "error": [self.error] * n, "topic_id": [self.topic_id] * n,
         }
 
 
@@ -757,6 +770,39 @@ class KafkaRequest(NamedTuple):
     offset: int | None = None
     count: int | None = None
     producer: str | None = None
+
+
+@event("load_batch_appended")
+class LoadBatchAppended(NamedTuple):
+    """A broker's Kafka listener appended a batch of a load client's records (`load.client:
+    librdkafka`) and its leader answered ok: the batch in the log (`offset` its base, `count`,
+    `batch_crc`) and its records' identity (`producer`, `sequences`). The client's own
+    `produce_ack` rows come from its delivery reports, which name each record's offset only; the
+    history's readers take the batch from here (actors/runtime/kafka/load_join.py)."""
+
+    producer: str
+    topic: str
+    partition: int
+    offset: int
+    count: int
+    batch_crc: int
+    sequences: tuple[int, ...]
+    topic_id: str | None = None
+
+
+@event("load_batch_served")
+class LoadBatchServed(NamedTuple):
+    """A broker's Kafka listener answered a load consumer's fetch (`load.client: librdkafka`) with a
+    batch of the log: its base `offset`, `count` and `batch_crc`, what the consumer's `consume`
+    rows (one per record it read) are judged against (actors/runtime/kafka/load_join.py)."""
+
+    consumer: str
+    topic: str
+    partition: int
+    offset: int
+    count: int
+    batch_crc: int
+    topic_id: str | None = None
 
 
 @event("list_offsets")

@@ -125,6 +125,20 @@ class AckedBatch:
     crc: int
     acks: str
     topic_id: str | None = None
+    # The records acknowledged of the batch (a real client's delivery reports acknowledge a batch
+    # one record at a time); None: all `count`.
+    records: int | None = None
+
+    @property
+    def acked_records(self) -> int:
+        return self.count if self.records is None else self.records
+
+
+def acked_batch(ev: Any) -> AckedBatch:
+    """The batch of the log a `produce_ack` "ok" acknowledges (records of), as the checks look for it."""
+    base, count, crc = ev.batch
+    return AckedBatch(ev.topic, ev.partition, base, count, crc, ev.acks, ev.topic_id,
+                      None if count == len(ev.sequences) else len(ev.sequences))
 
 
 @dataclass
@@ -424,7 +438,7 @@ class ClusterProjection:
             for latency, run in itertools.groupby(ev.latencies_ms):
                 self.latency.record_ms(latency, sum(1 for _ in run))
             if ev.first_offset is not None:
-                p.acked_batches.append(AckedBatch(ev.topic, ev.partition, ev.first_offset, len(ev.sequences), ev.batch_crc, ev.acks, ev.topic_id))
+                p.acked_batches.append(acked_batch(ev))
         else:
             p.failed += len(ev.sequences)
             if code == INFO:
@@ -575,7 +589,7 @@ class ClusterProjection:
                 if b.acks != "all" or b.topic_id in self.deleted_topic_ids:
                     continue  # not required: acks below all, or its topic was deleted
                 if not any(log.holds(b.base_offset, b.count, b.crc) for log in self.holders((b.topic, b.partition))):
-                    lost += b.count
+                    lost += b.acked_records
         return lost
 
     def holders(self, key: Key) -> list[LogMirror]:

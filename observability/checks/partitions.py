@@ -35,7 +35,7 @@ from collections.abc import Callable
 from typing import Any
 
 from observability.events import UNCLEAN_ELECTIONS, BeyondTolerance, EventRecord
-from observability.projection import AckedBatch, ClusterProjection, LogMirror
+from observability.projection import AckedBatch, ClusterProjection, LogMirror, acked_batch
 
 Key = tuple[str, int]
 RECOVERING = "RECOVERING"  # controller_quorum.metadata: after an unclean election (KIP-704)
@@ -211,7 +211,7 @@ class PartitionChecks:
             return  # neither lost nor required (docs/reference)
         if ev.outcome == "ok" and ev.acks == "all":
             key = (ev.topic, ev.partition)
-            self._acked.setdefault(key, []).append(AckedBatch(ev.topic, ev.partition, ev.first_offset, len(ev.sequences), ev.batch_crc, ev.acks))
+            self._acked.setdefault(key, []).append(acked_batch(ev))
             self._acks_dirty.add(key)
 
     def _on_consume(self, rec: EventRecord) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 from observability.events import EventRecord
 
 Key = tuple[str, int]
-Batch = tuple[int, int, int]  # base offset, count, CRC
+Batch = tuple[int, int, int, int]  # base offset, count, CRC, records acknowledged
 
 # Events after which a partition's holders or their logs may differ.
 PARTITION_EVENTS = frozenset({"truncated", "replica_recovered", "replica_deleted", "become_leader", "become_follower",
@@ -44,7 +44,7 @@ class LostRecords:
             deleted = self.view is not None and ev.topic_id in self.view.deleted_topic_ids
             if ev.outcome == "ok" and ev.acks == "all" and ev.first_offset is not None and not deleted:
                 key = (ev.topic, ev.partition)
-                self.batches.setdefault(key, []).append((ev.first_offset, len(ev.sequences), ev.batch_crc))
+                self.batches.setdefault(key, []).append((*ev.batch, len(ev.sequences)))
                 self._dirty.add(key)
         elif kind in PARTITION_EVENTS:
             key = (ev.topic, ev.partition)
@@ -77,6 +77,6 @@ class LostRecords:
         before, verified, missing = self._state.get(key, ((), 0, []))
         if before != stamp:
             verified, missing = 0, []
-        missing = [b for b in missing + batches[verified:] if not any(log.holds(*b) for log in holders)]
+        missing = [b for b in missing + batches[verified:] if not any(log.holds(*b[:3]) for log in holders)]
         self._state[key] = (stamp, len(batches), missing)
-        return sum(b[1] for b in missing)
+        return sum(b[3] for b in missing)
