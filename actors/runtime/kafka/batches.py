@@ -10,7 +10,7 @@ the batch header's), so their values read as empty text by kraftlab's own consum
 identified by its producer and sequence, and its batch by offset and CRC. Its base offset and partition leader epoch, which the CRC does
 not cover, are the leader's to assign, as in Kafka: a fetch rebuilds the header in front of the
 kept bytes, and the client's CRC still holds. A batch a kraftlab producer wrote is turned into a
-v2 batch of the same records (the value as the record's value, no key) when a Kafka client reads it.
+v2 batch of the same records (the value as the record's value, no key, its identity in a header) when a Kafka client reads it.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 from kafka.record.util import calc_crc32c
 
 from storage.partition_log import NO_PRODUCER, RecordBatch
+
+from .load_identity import header
 
 # Compression codecs a listener accepts (attributes' low 3 bits); any other is refused with
 # UNSUPPORTED_COMPRESSION_TYPE.
@@ -51,6 +53,7 @@ class ClientBatch(NamedTuple):
     base_sequence: int
     codec: str
     covered: bytes  # what its CRC covers: attributes to the end
+    raw: bytes = b""  # the whole batch, as sent (its records' headers name a load client's records)
 
 
 def split_batches(records: bytes | None) -> list[ClientBatch]:
@@ -81,7 +84,7 @@ def split_batches(records: bytes | None) -> list[ClientBatch]:
             raise BatchError("CORRUPT_MESSAGE", f"a batch of {batch.records_count} records")
         covered = data[pos + ATTRIBUTES_OFFSET:end]
         out.append(ClientBatch(batch.records_count, batch.producer_id, batch.producer_epoch, batch.base_sequence,
-                               ACCEPTED_CODECS[codec], covered))
+                               ACCEPTED_CODECS[codec], covered, data[pos:end]))
         pos = end
     return out
 
@@ -97,11 +100,10 @@ def batch_identity(batch: ClientBatch, key: tuple[str, int]) -> tuple[str, int] 
     return f"kafka:pid{batch.producer_id}.{batch.producer_epoch}@{key[0]}-{key[1]}", batch.base_sequence
 
 
-def to_kraftlab(batch: ClientBatch, producer: str, first_sequence: int) -> RecordBatch:
-    """The kraftlab batch a client's batch is appended as; its records are `producer`'s from
-    `first_sequence` on. An idempotent client's producer id and base sequence stay the batch's, so
+def to_kraftlab(batch: ClientBatch, producer: str, sequences: list[int]) -> RecordBatch:
+    """The kraftlab batch a client's batch is appended as; its records are `producer`'s, with
+    `sequences`. An idempotent client's producer id and base sequence stay the batch's, so
     that the leader's duplicate and sequence checks (KIP-98) apply to it as to any producer."""
-    sequences = list(range(first_sequence, first_sequence + batch.count))
     payload = msgpack.packb([producer, sequences, [""] * batch.count, batch.covered], use_bin_type=True)
     producer_id = batch.producer_id if batch.producer_id >= 0 else NO_PRODUCER
     return RecordBatch.of(payload, batch.count, producer_id, batch.base_sequence if producer_id != NO_PRODUCER else -1)
@@ -112,15 +114,16 @@ def to_kafka(batch: RecordBatch) -> bytes:
     behind a header with the leader's offset and epoch, or a batch built of a kraftlab producer's
     records."""
     fields = msgpack.unpackb(batch.records, raw=False)
-    covered = fields[3] if len(fields) > 3 else _build(fields[2])
+    covered = fields[3] if len(fields) > 3 else _build(fields[0], fields[1], fields[2])
     length = ATTRIBUTES_OFFSET - LENGTH_OFFSET + len(covered)
     return struct.pack(">qiibI", batch.base_offset, length, batch.leader_epoch, MAGIC_V2, calc_crc32c(covered)) + covered
 
 
-def _build(values: list[str]) -> bytes:
+def _build(producer: str, sequences: list[int], values: list[str]) -> bytes:
     """A kraftlab producer's records as a v2 batch (no key, no timestamp: kraftlab's records have
-    none), from its attributes on."""
+    none), from its attributes on; each record's identity in a header, so that a load consumer
+    running as a real client (load_identity.py) can name the records it reads."""
     builder = DefaultRecordBatchBuilder(MAGIC_V2, DefaultRecordBatch.CODEC_NONE, False, -1, -1, -1, 1 << 30)
-    for i, value in enumerate(values):
-        builder.append(i, 0, None, value.encode(), [])
+    for i, (sequence, value) in enumerate(zip(sequences, values, strict=True)):
+        builder.append(i, 0, None, value.encode(), [header(producer, sequence)])
     return bytes(builder.build()[ATTRIBUTES_OFFSET:])

@@ -27,6 +27,13 @@ client meets the same protocol, faults and checks:
 - The admin APIs (admin.py): forwarded to the active controller through the broker role (KIP-590);
   DescribeConfigs from the broker's metadata image.
 
+A load client (`load.client: librdkafka`, its client.id marked as load_identity.py says) names its
+records itself in a header: the listener appends them under that identity and leaves their
+`produce_send` and `produce_ack` rows to the client, which writes them from its delivery reports
+(what it was told, as Jepsen counts a client's operations); the listener writes instead which
+batch of the log each of its batches became (`load_batch_appended`) and which batches it served a
+load consumer (`load_batch_served`), for the history's readers to judge the client's rows by.
+
 Every request answered is a `kafka_request` row of the history. The gateway does no I/O: the
 listener feeds it frames and writes what it returns; the role is reached through `BrokerPort`.
 """
@@ -51,7 +58,7 @@ from actors.replication.messages import CONSUMER, EpochEndOffsetRequest, FetchPa
 from actors.replication.messages import FetchRequest as RoleFetch
 from actors.replication.messages import ListOffsetsRequest as RoleListOffsets
 from actors.replication.messages import ProduceRequest as RoleProduce
-from observability.events import KafkaRequest, ProduceAck, ProduceSend
+from observability.events import KafkaRequest, LoadBatchAppended, LoadBatchServed, ProduceAck, ProduceSend
 
 from . import admin
 from .admin import ConfigView
@@ -70,6 +77,7 @@ from .apis import (
     error_code,
 )
 from .batches import BatchError, batch_identity, split_batches, to_kafka, to_kraftlab
+from .load_identity import load_client, load_identity
 
 ACKS_NAMES = {-1: "all", 0: "0", 1: "1"}
 EARLIEST, LATEST = -2, -1
@@ -207,9 +215,9 @@ class Gateway:
         return bytes(response.encode(header=True))
 
     def _row(self, api: str, version: int, topic: str | None = None, partition: int | None = None, error: str | None = None,
-             offset: int | None = None, count: int | None = None) -> None:
+             offset: int | None = None, count: int | None = None, producer: str | None = None) -> None:
         self.port.record(KafkaRequest(self.conn.peer, api, version, topic, partition, error, offset, count,
-                                      self.conn.producer if api == "Produce" else None))
+                                      (producer or self.conn.producer) if api == "Produce" else None))
 
     def _api_versions(self, frame: bytes, version: int) -> bytes:
         """Kafka's rule for a version it does not know: answer in v0 with UNSUPPORTED_VERSION and
@@ -253,6 +261,11 @@ class Gateway:
 
     async def _produce(self, request: Any, version: int) -> Any | None:
         acks, timeout_ms = request.acks, request.timeout_ms
+        # A load client (load_identity.py) names its records itself and writes their
+        # `produce_send` and `produce_ack` rows from what it is told: the listener keeps the
+        # records' identity and says only which batch of the log they went to.
+        from_load = load_client(request.header.client_id) is not None
+        names: dict[tuple[str, int], str] = {}  # a load client's producer name, per partition
         asks: list[tuple[str, int, list[Any]]] = []
         answers: dict[tuple[str, int], tuple[str | None, int]] = {}
         for topic_data in request.topic_data:
@@ -266,45 +279,58 @@ class Gateway:
                     continue
                 futures = []
                 for batch in batches:
-                    producer, first = batch_identity(batch, key) or (self.conn.producer, self.conn.next_sequence)
-                    if producer == self.conn.producer:
-                        self.conn.next_sequence += batch.count
-                    kraftlab_batch = to_kraftlab(batch, producer, first)
-                    sequences = tuple(range(first, first + batch.count))
-                    if (producer, first) not in self.conn.sent:
-                        # One send row per batch (a retry on this connection is the same send);
-                        # the rows name the topic by the id the broker's metadata has for it (as
-                        # a kraftlab producer's rows name the one its metadata has): the readers
-                        # key records by it.
-                        self.conn.sent.add((producer, first))
-                        self.port.record(ProduceSend(producer, key[0], key[1], ACKS_NAMES.get(acks, str(acks)), sequences,
-                                                     self.port.topic_id(key[0])))
+                    named = load_identity(batch.raw) if from_load else None
+                    if named is not None:
+                        producer, listed = named
+                        names[key] = producer
+                        sequences = tuple(listed)
+                    else:
+                        producer, first = batch_identity(batch, key) or (self.conn.producer, self.conn.next_sequence)
+                        if producer == self.conn.producer:
+                            self.conn.next_sequence += batch.count
+                        sequences = tuple(range(first, first + batch.count))
+                        if (producer, first) not in self.conn.sent:
+                            # One send row per batch (a retry on this connection is the same send);
+                            # the rows name the topic by the id the broker's metadata has for it
+                            # (as a kraftlab producer's rows name the one its metadata has): the
+                            # readers key records by it.
+                            self.conn.sent.add((producer, first))
+                            self.port.record(ProduceSend(producer, key[0], key[1], ACKS_NAMES.get(acks, str(acks)), sequences,
+                                                         self.port.topic_id(key[0])))
+                    kraftlab_batch = to_kraftlab(batch, producer, list(sequences))
                     sent_ms = self.port.now_ms()
                     future = self._ask(lambda rid, k=key, b=kraftlab_batch: RoleProduce(rid, k[0], k[1], acks, timeout_ms, b))
-                    futures.append((future, producer, sequences, sent_ms, kraftlab_batch.crc))
+                    futures.append((future, producer, sequences, sent_ms, kraftlab_batch.crc, named is not None))
                 asks.append((key[0], key[1], futures))
         if acks == 0:
             for topic, partition, futures in asks:
-                for _future, producer, sequences, sent_ms, crc in futures:
-                    self.port.record(ProduceAck(producer, topic, partition, "0", "ok", sequences,
-                                                tuple(0.0 for _ in sequences), topic_id=self.port.topic_id(topic)))
-                self._row("Produce", version, topic, partition, None, None, sum(len(f[2]) for f in futures))
+                for _future, producer, sequences, sent_ms, crc, loaded in futures:
+                    if not loaded:
+                        self.port.record(ProduceAck(producer, topic, partition, "0", "ok", sequences,
+                                                    tuple(0.0 for _ in sequences), topic_id=self.port.topic_id(topic)))
+                self._row("Produce", version, topic, partition, None, None, sum(len(f[2]) for f in futures), names.get((topic, partition)))
             return None
         for topic, partition, futures in asks:
             error, base = None, -1
-            for i, (future, producer, sequences, sent_ms, crc) in enumerate(futures):
+            for i, (future, producer, sequences, sent_ms, crc, loaded) in enumerate(futures):
                 reply = await future
                 latency = self.port.now_ms() - sent_ms
                 ok = reply.error is None
                 outcome = "ok" if ok else "fail" if reply.error in NOT_APPENDED else "info"
-                self.port.record(ProduceAck(producer, topic, partition, ACKS_NAMES[acks], outcome, sequences,
-                                            tuple(latency for _ in sequences), reply.base_offset if ok else None, crc if ok else None,
-                                            error=reply.error, topic_id=reply.topic_id or self.port.topic_id(topic)))
+                topic_id = reply.topic_id or self.port.topic_id(topic)
+                if loaded and ok:
+                    self.port.record(LoadBatchAppended(producer, topic, partition, reply.base_offset, len(sequences), crc,
+                                                       sequences, topic_id))
+                elif not loaded:
+                    self.port.record(ProduceAck(producer, topic, partition, ACKS_NAMES[acks], outcome, sequences,
+                                                tuple(latency for _ in sequences), reply.base_offset if ok else None, crc if ok else None,
+                                                error=reply.error, topic_id=topic_id))
                 if i == 0:
                     base = reply.base_offset
                 error = error or reply.error
             answers[(topic, partition)] = (error, base if error is None else -1)
-            self._row("Produce", version, topic, partition, error, base if error is None else None, sum(len(f[2]) for f in futures))
+            self._row("Produce", version, topic, partition, error, base if error is None else None, sum(len(f[2]) for f in futures),
+                      names.get((topic, partition)))
         by_topic: dict[str, list[Any]] = {}
         for (topic, partition), (error, base) in answers.items():
             by_topic.setdefault(topic, []).append(ProduceResponse.TopicProduceResponse.PartitionProduceResponse(
@@ -346,8 +372,13 @@ class Gateway:
                 break
             await asyncio.sleep(FETCH_POLL_MS / 1000.0)
         by_topic: dict[str, list[Any]] = {}
+        consumer = load_client(request.header.client_id)
         for p in reply.partitions:
             records = b"".join(to_kafka(b) for b in p.batches)
+            if consumer is not None:
+                # What a load consumer's `consume` rows are judged against (load_join.py).
+                for b in p.batches:
+                    self.port.record(LoadBatchServed(consumer, p.topic, p.partition, b.base_offset, b.count, b.crc, p.topic_id))
             data = FetchResponse.FetchableTopicResponse.PartitionData(
                 partition_index=p.partition, error_code=error_code(p.error), high_watermark=p.high_watermark,
                 last_stable_offset=p.high_watermark, log_start_offset=0, aborted_transactions=None if version >= 4 else [],
