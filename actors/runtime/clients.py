@@ -117,6 +117,9 @@ class Clients:
             raise StepFailed(f"load: no topic {', '.join(missing)} exists now")
         cluster = self.cluster
         until = None if args.duration_ms is None else cluster.now_ms + args.duration_ms
+        if args.kafka_config is not None:
+            self._load_with_kafka_clients(args, partitions, until)
+            return
         for i in range(args.producers):
             name = f"load-producer-{len(self.producers)}"
             self._add_producer(name)
@@ -133,6 +136,27 @@ class Clients:
                 self.next_command += 1
                 cmd = ConsumeCommand(self.next_command, t, p, 0, None, follow=True)
                 cluster.invoke(name, lambda role, now, cmd=cmd: role.submit(cmd, now))
+        self.cluster.record(LoadStep(args.producers, args.consumers, args.rate_per_s, len(partitions)))
+
+    def _load_with_kafka_clients(self, args: Load, partitions: list[tuple[str, int]], until: float | None) -> None:
+        """`load.client: librdkafka`: each producer and consumer a confluent-kafka client in a node
+        of its own (actors/runtime/kafka/load_producer.py, load_consumer.py), against the brokers'
+        Kafka listeners; the same names, rows and epilogue as kraftlab's own load clients."""
+        cluster, config = self.cluster, dict(args.kafka_config)
+        if not getattr(cluster, "bootstrap_servers", None):
+            raise StepFailed("load: load.client librdkafka needs the brokers' Kafka listeners (runtime ray)")
+        for _ in range(args.producers):
+            name = f"load-producer-{len(self.producers)}"
+            cluster.add_client(name, "kafka_producer")
+            self.producers.append(name)
+            rate = args.rate_per_s / args.producers
+            cluster.invoke(name, lambda role, now, rate=rate: role.start_load(partitions, rate, args.message_bytes, until, config, now))
+        for _ in range(args.consumers):
+            name = f"load-consumer-{len(self.consumers)}"
+            cluster.add_client(name, "kafka_consumer")
+            self.consumers.append(name)
+            self.load_consumers.append(name)
+            cluster.invoke(name, lambda role, now: role.follow(partitions, config, now))
         self.cluster.record(LoadStep(args.producers, args.consumers, args.rate_per_s, len(partitions)))
 
     def pause_load(self, args: PauseLoad) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 from actors.runtime import interrupts, kernel_rules
 from actors.runtime.api import ADMIN_STEPS, ProtocolCommand, RunSettings, StepFailed
 from actors.runtime.clients import Clients
+from actors.runtime.kafka.load_join import LoadJoin
 from actors.runtime.network import NetworkFaults
 from actors.runtime.readout import RoleCluster
 from actors.survivors import survivors
@@ -98,6 +99,8 @@ class RayCluster(RoleCluster):
         # Every broker's Kafka listener (`cluster.listeners: [kafka]`): broker id -> (host, port).
         self.kafka = run.kafka_listeners
         self.kafka_listeners: dict[int, Any] = {}
+        if self.kafka:  # real load clients' rows, completed with their listeners' (load_join.py)
+            self.sim.trace.transform = LoadJoin()
 
         brokers = [f"b{i}" for i in range(1, self.settings.brokers + 1)]
         voters = list(self.settings.voters)
@@ -263,7 +266,7 @@ class RayCluster(RoleCluster):
 
     def add_client(self, name: str, kind: str, producer_id: int = 0) -> None:
         node = self.sim.nodes[name] = RayNode(name)
-        self.specs[name] = RoleSpec(kind, self.settings, producer_id=producer_id)
+        self.specs[name] = RoleSpec(kind, self.settings, producer_id=producer_id, bootstrap_servers=self.bootstrap_servers)
         node.handle, node.address = adapter.create_client(name, self.specs[name], self.head_node, str(self.data_root / "clients"),
                                                           self.epoch_s, self._seed(), self.wire_token, self.kernel)
         self._announce(name)

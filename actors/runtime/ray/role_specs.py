@@ -10,9 +10,12 @@ from actors.settings import ClusterSettings
 
 @dataclass(frozen=True)
 class RoleSpec:
-    kind: str  # "broker" | "controller" | "producer" | "consumer"
+    kind: str  # "broker" | "controller" | "producer" | "consumer" | "kafka_producer" | "kafka_consumer"
     settings: ClusterSettings
     producer_id: int = 0
+    # A real Kafka client's (`kafka_producer`, `kafka_consumer`: `load.client: librdkafka`) way in:
+    # the brokers' Kafka listeners, as bootstrap.servers.
+    bootstrap_servers: str | None = None
     dirty_expire_ms: float = 30_000.0
     background_flush_interval_ms: float = 5_000.0
 
@@ -37,4 +40,12 @@ class RoleSpec:
             from actors.clients.consumer import ConsumerNode
 
             return lambda ctx: ConsumerNode(ctx, self.brokers)
+        if self.kind == "kafka_producer":
+            from actors.runtime.kafka.load_producer import KafkaLoadProducer
+
+            return lambda ctx: KafkaLoadProducer(ctx, self.bootstrap_servers)
+        if self.kind == "kafka_consumer":
+            from actors.runtime.kafka.load_consumer import KafkaLoadConsumer
+
+            return lambda ctx: KafkaLoadConsumer(ctx, self.bootstrap_servers)
         raise ValueError(f"unknown role kind {self.kind!r}")

@@ -56,6 +56,9 @@ class HistoryCollector:
         self._arrivals = 0
         self.after_batch: Callable[[], None] = lambda: None
         self.released_ms = 0.0  # the time of the last event handed over
+        # Applied to each event as it is released, before the sinks: real load clients' rows
+        # completed with their listeners' (actors/runtime/kafka/load_join.py). None: as collected.
+        self.transform: Callable[[EventRecord], EventRecord] | None = None
 
     def cursor(self, node: str, incarnation: int) -> int:
         return self.cursors.get((node, incarnation), 0)
@@ -108,6 +111,8 @@ class HistoryCollector:
                 last = batch
                 self.released_ms = record.time_ms
                 self.event_count += record.event.row_count
+                if self.transform is not None:
+                    record = self.transform(record)
                 for sink in self.sinks:
                     sink(record)
         if last is not None:
