@@ -267,12 +267,17 @@ def campaigns() -> None:
 @click.option("--engine", type=click.Choice(["raydp", "local"]), default=None, help="Spark for the analysis: raydp (default with --runtime ray) or local (default with --runtime sim).")
 @click.option("--metrics-port", type=click.IntRange(min=0, max=65535), default=None, help="Serve each run's metrics live: ELR on at PORT, ELR off at PORT+1 (0: any free ports).")
 @click.option("--metrics-host", default="127.0.0.1", show_default=True, help="Address the metrics servers bind to.")
+@click.option("--client", type=click.Choice(list(demo_mod.CLIENT_OVERRIDES)), default="kraftlab", show_default=True,
+              help="Who runs the load: kraftlab's own clients, or librdkafka (confluent-kafka clients against the brokers' Kafka listeners; --runtime ray only).")
 @FAULTS_OPTION
 def demo(runtime: str, address: str | None, out_dir: Path | None, analyze_too: bool, engine: str | None,
-         metrics_port: int | None, metrics_host: str, faults: str) -> None:
+         metrics_port: int | None, metrics_host: str, client: str, faults: str) -> None:
     """The default job: Last Replica Standing under load, ELR on vs off, compared."""
     if faults == "kernel" and runtime != "ray":
         _input_error("--faults kernel: only with --runtime ray (the simulator makes its own faults)")
+    if client != "kraftlab" and runtime != "ray":
+        _input_error(f"--client {client}: real Kafka clients need --runtime ray (they run on real time against the brokers' "
+                     "Kafka listeners, which the simulator does not have)")
     if out_dir is not None:
         _refuse_unusable_out(out_dir)
     if out_dir is not None and out_dir.exists() and any(out_dir.iterdir()):
@@ -283,7 +288,8 @@ def demo(runtime: str, address: str | None, out_dir: Path | None, analyze_too: b
         _refuse_hosts_without_kernel_faults(address)
     out_dir = out_dir if out_dir is not None else demo_mod.default_root()
     interrupts.record_into(out_dir, "the two runs")
-    out.print(f"[bold]Last Replica Standing[/] (KIP-966) under acks=all load on page-cache storage, ELR on vs off  runtime={runtime}", highlight=False)
+    out.print(f"[bold]Last Replica Standing[/] (KIP-966) under acks=all load on page-cache storage, ELR on vs off  runtime={runtime}"
+              + (f"  load client={client}" if client != "kraftlab" else ""), highlight=False)
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[step]}"), TimeElapsedColumn())
     with Progress(*columns, console=out) as progress:
         tasks = {variant: progress.add_task(variant, total=None, step="starting the cluster") for variant, _ in demo_mod.VARIANTS}
@@ -293,7 +299,7 @@ def demo(runtime: str, address: str | None, out_dir: Path | None, analyze_too: b
 
         try:
             rows = demo_mod.run_demo(runtime=runtime, address=address, out_root=out_dir, on_progress=on_progress,
-                                     metrics_port=metrics_port, metrics_host=metrics_host, faults=faults,
+                                     metrics_port=metrics_port, metrics_host=metrics_host, faults=faults, client=client,
                                      on_metrics_url=lambda variant, url: progress.console.print(f"metrics ({variant}): {url}", highlight=False))
         except RunSetupError as exc:
             _input_error(str(exc))

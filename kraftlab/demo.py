@@ -25,6 +25,10 @@ VARIANTS = (
     ("ELR off", "last-replica-standing-load-no-elr"),
 )
 
+# The demo's `--client`: the scenario keys it sets (`load.client: librdkafka` turns the brokers'
+# Kafka listeners on; the load steps' acks all stays librdkafka's acks, idempotence its default).
+CLIENT_OVERRIDES: dict[str, tuple[str, ...]] = {"kraftlab": (), "librdkafka": ("load.client=librdkafka",)}
+
 ProgressCallback = Callable[[str, int, int, str], None]  # variant, step index, steps, step kind
 
 
@@ -112,11 +116,15 @@ def run_demo(
     metrics_host: str = "127.0.0.1",
     on_metrics_url: Callable[[str, str], None] | None = None,
     faults: str = "emulated",
+    client: str = "kraftlab",
 ) -> list[DemoRow]:
     """Run both variants concurrently; rows in VARIANTS order. `metrics_port`: serve each run's
     metrics live, the first variant's on that port and the second's on the next one (0: any free
-    ports); each URL goes to `on_metrics_url(variant, url)`. `faults`: the Ray runs' fault backend."""
-    scenarios = [(variant, name, load_scenario(name, runtime=runtime)[0]) for variant, name in VARIANTS]
+    ports); each URL goes to `on_metrics_url(variant, url)`. `faults`: the Ray runs' fault backend.
+    `client`: who runs the load (`load.client`): kraftlab's own clients, or librdkafka's (real
+    confluent-kafka clients against the brokers' Kafka listeners; Ray only)."""
+    overrides = CLIENT_OVERRIDES[client]
+    scenarios = [(variant, name, load_scenario(name, overrides, runtime=runtime)[0]) for variant, name in VARIANTS]
     root = Path(out_root) if out_root is not None else default_root()
     if runtime == "ray":
         from actors.runtime.ray import adapter  # Ray is only loaded when used
@@ -131,7 +139,7 @@ def run_demo(
         port = None
         if metrics_port is not None:
             port = metrics_port + index if metrics_port else 0
-        result = run_scenario(sc, source=name, out_dir=root / name, on_step=step, address=address, metrics_port=port,
+        result = run_scenario(sc, source=name, overrides=overrides, out_dir=root / name, on_step=step, address=address, metrics_port=port,
                               metrics_host=metrics_host, faults=faults,
                               on_metrics_url=(lambda url: on_metrics_url(variant, url)) if on_metrics_url else None)
         if on_progress is not None:
