@@ -9,13 +9,14 @@ consumer's `consume` rows name the offset read, and the listener that answered t
 batch it served there (`load_batch_served`). The listener's row is older than the client's (the
 client hears of the batch in the listener's answer), so the history, released in time order,
 brings it first; this join, applied to each event as it is released (world.py), fills the batch
-into the client's row. A client row with no such listener row keeps a null batch: the checks then
-find its record nowhere, which reports a loss rather than hiding one.
+into the client's row (a `LoadProduceAck`, the same kind). A client row with no such listener row
+keeps a null batch: the checks then find its record nowhere, which reports a loss rather than
+hiding one.
 """
 
 from __future__ import annotations
 
-from observability.events import EventRecord
+from observability.events import EventRecord, LoadProduceAck
 
 Key = tuple[str, int]
 
@@ -52,7 +53,7 @@ class LoadJoin:
         if found is None or len(ev.sequences) != 1 or found[3:] != (ev.producer, ev.sequences[0]):
             return record
         base, count, crc = found[:3]
-        return record._replace(event=ev._replace(batch_offset=base, batch_count=count, batch_crc=crc))
+        return record._replace(event=LoadProduceAck(*ev._replace(batch_crc=crc), base, count))
 
     def _read(self, record: EventRecord) -> EventRecord:
         """A record a load consumer read (one per row): the batch the listener served it there."""
