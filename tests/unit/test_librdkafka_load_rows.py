@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from actors.runtime.kafka.load_identity import batch_identity, client_id, header, load_client
+from actors.runtime.kafka.load_identity import client_id, header, load_client, load_identity
 from actors.runtime.kafka.load_join import LoadJoin
 from observability.events import Consume, EventRecord, KafkaRequest, LoadBatchAppended, LoadBatchServed, ProduceAck
 from tests.unit.test_kafka_gateway import Broker, ProduceRequest, ProduceResponse, asyncio, decode, Connection, Gateway
@@ -23,10 +23,10 @@ def named_batch(producer: str, sequences: list[int]) -> bytes:
 def test_a_load_client_and_its_records_are_told_apart_from_any_other():
     assert load_client(client_id("load-producer-2")) == "load-producer-2"
     assert load_client("rdkafka") is None and load_client(None) is None
-    assert batch_identity(named_batch("load-producer-1", [4, 7])) == ("load-producer-1", [4, 7])
+    assert load_identity(named_batch("load-producer-1", [4, 7])) == ("load-producer-1", [4, 7])
     unnamed = DefaultRecordBatchBuilder(2, DefaultRecordBatch.CODEC_NONE, False, -1, -1, -1, 1 << 20)
     unnamed.append(0, 0, None, b"v", [])
-    assert batch_identity(bytes(unnamed.build())) is None
+    assert load_identity(bytes(unnamed.build())) is None
 
 
 def produce_as(broker: Broker, client: str, records: bytes):
