@@ -137,8 +137,11 @@ class Connection:
     name: str  # the role's `src` for its requests; answers come back addressed to it
     producer: str  # the producer name of its records in the history
     next_sequence: int = 0
-    # The (producer, first sequence) of every batch this connection sent a `produce_send` row for.
-    sent: set[tuple[str, int]] = field(default_factory=set)
+    # Per idempotent producer identity (batches.batch_identity), the sequence after the last batch
+    # this connection wrote a `produce_send` row for: a batch below it is a retry. Kafka's
+    # sequences only grow within a producer epoch and partition, so one number per identity
+    # bounds this by the identities, not the batches.
+    sent_until: dict[str, int] = field(default_factory=dict)
     next_request_id: int = 0
     waiting: dict[int, asyncio.Future] = field(default_factory=dict)
 
@@ -285,16 +288,20 @@ class Gateway:
                         names[key] = producer
                         sequences = tuple(listed)
                     else:
-                        producer, first = batch_identity(batch, key) or (self.conn.producer, self.conn.next_sequence)
-                        if producer == self.conn.producer:
+                        identity = batch_identity(batch, key)
+                        if identity is None:  # the connection's records: never a retry of its own
+                            producer, first, retry = self.conn.producer, self.conn.next_sequence, False
                             self.conn.next_sequence += batch.count
+                        else:  # one send row per batch: a retry on this connection is the same send
+                            producer, first = identity
+                            retry = first < self.conn.sent_until.get(producer, 0)
+                            if not retry:
+                                self.conn.sent_until[producer] = first + batch.count
                         sequences = tuple(range(first, first + batch.count))
-                        if (producer, first) not in self.conn.sent:
-                            # One send row per batch (a retry on this connection is the same send);
-                            # the rows name the topic by the id the broker's metadata has for it
+                        if not retry:
+                            # The rows name the topic by the id the broker's metadata has for it
                             # (as a kraftlab producer's rows name the one its metadata has): the
                             # readers key records by it.
-                            self.conn.sent.add((producer, first))
                             self.port.record(ProduceSend(producer, key[0], key[1], ACKS_NAMES.get(acks, str(acks)), sequences,
                                                          self.port.topic_id(key[0])))
                     kraftlab_batch = to_kraftlab(batch, producer, list(sequences))
