@@ -5,10 +5,11 @@ It runs the library's `switches` campaign (each switch off, one cell each) and `
 on), on a held-out seed range that no design work looked at (default: seeds from 100,000 on), with
 the generator the campaigns name, through the same code as `kraftlab campaign`, and prints:
 
-- per switch off: runs, catches (runs showing the finding the campaign's `expect` names for that
-  cell), the per-seed rate with its Wilson 95% interval, the mean and median seeds-to-catch (from
-  each seed of the range, how many seeds until one catches, that one included), and how many
-  blocks of 10 consecutive seeds caught it at least once;
+- per switch off: runs, catches (runs showing a finding the campaign's `expect` names for that
+  cell), the runs that lost acknowledged records (`lost-write`, caught or not), the per-seed rate
+  with its Wilson 95% interval, the mean and median seeds-to-catch (from each seed of the range,
+  how many seeds until one catches, that one included), and how many blocks of 10 consecutive
+  seeds caught it at least once;
 - every switch on (`hunt`): runs, runs with an unexcused finding (false alarms), and their
   signatures;
 - the hunting rate: runs per minute per core (the campaigns' wall time, and the cores Ray had).
@@ -71,7 +72,8 @@ def blocks_caught(caught: list[bool], size: int = 10) -> tuple[int, int]:
 
 def run(name: str, variants: list[str] | None, seeds: int, first: int, out: Path, parallel: int | None, console: Console):
     """The library campaign `name` (only `variants`, if given) over the range, written as a file of
-    its own in `out` and run as `kraftlab campaign` runs it; its rows, wall seconds and spec."""
+    its own in `out` and run as `kraftlab campaign` runs it: its spec, rows, wall seconds and how
+    many runs this call made (the rows of a resumed campaign's earlier calls are not among them)."""
     raw = yaml.safe_load(campaign_library()[name].read_text())
     raw["seeds"] = [first, first + seeds - 1]
     if variants is not None:
@@ -81,10 +83,17 @@ def run(name: str, variants: list[str] | None, seeds: int, first: int, out: Path
     path = out / f"{label}.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     campaign = load_campaign(str(path))
+    done_before = results_rows(out / label)
     started = time.perf_counter()
     execute_campaign(campaign, out / label, parallel=parallel, address=None, console=console, minimize_budget=0, keep_runs="failures")
     wall = time.perf_counter() - started
-    return campaign, pq.read_table(out / label / "results.parquet").to_pylist(), wall
+    return campaign, pq.read_table(out / label / "results.parquet").to_pylist(), wall, results_rows(out / label) - done_before
+
+
+def results_rows(directory: Path) -> int:
+    """How many runs a campaign directory has results for (a resumed campaign skips them)."""
+    log = directory / "results.jsonl"
+    return sum(1 for _ in log.open()) if log.exists() else 0
 
 
 def cores(parallel: int | None) -> int:
@@ -113,8 +122,8 @@ def main() -> None:
             by_campaign.setdefault(SWITCHES[switch][0], []).append(SWITCHES[switch][1])
         table, runs_total, wall_total = [], 0, 0.0
         for name, variants in by_campaign.items():
-            campaign, rows, wall = run(name, variants, args.seeds, args.first_seed, out, args.parallel, console)
-            runs_total, wall_total = runs_total + len(rows), wall_total + wall
+            campaign, rows, wall, ran = run(name, variants, args.seeds, args.first_seed, out, args.parallel, console)
+            runs_total, wall_total = runs_total + ran, wall_total + wall
             for switch in chosen:
                 if SWITCHES[switch][0] != name:
                     continue
@@ -123,22 +132,23 @@ def main() -> None:
                 cell = sorted((r for r in rows if r.get("variant") == variant), key=lambda r: r["seed"])
                 caught = [bool(wanted & set(r["violations"])) for r in cell]
                 n, k = len(cell), sum(caught)
+                lost = sum("lost-write" in r["violations"] for r in cell)
                 low, high = wilson_interval(k, n)
                 gaps = seeds_to_catch(caught)
                 hit, blocks = blocks_caught(caught)
-                table.append((switch, n, k, k / n if n else 0.0, low, high, statistics.mean(gaps) if gaps else None,
-                              statistics.median(gaps) if gaps else None, hit, blocks, "+".join(sorted(wanted))))
+                table.append((switch, n, k, lost, k / n if n else 0.0, low, high, statistics.mean(gaps) if gaps else None,
+                              statistics.median(gaps) if gaps else None, hit, blocks, " or ".join(sorted(wanted))))
         print(f"\nheld-out seeds {args.first_seed}..{args.first_seed + args.seeds - 1}, each switch off alone "
               f"(`switches` and `switches-kip-903`, faults drawn per seed as their files say)\n")
-        print("| switch off | finding | runs | caught | per-seed rate [Wilson 95%] | mean seeds-to-catch | median | 10-seed blocks caught |")
-        print("|---|---|---|---|---|---|---|---|")
-        for switch, n, k, rate, low, high, mean, median, hit, blocks, wanted in table:
+        print("| switch off | finding | runs | caught | runs with lost-write | per-seed rate [Wilson 95%] | mean seeds-to-catch | median | 10-seed blocks caught |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for switch, n, k, lost, rate, low, high, mean, median, hit, blocks, wanted in table:
             mean_s = f"{mean:.1f}" if mean is not None else "-"
             median_s = f"{median:g}" if median is not None else "-"
-            print(f"| {switch} | {wanted} | {n} | {k} | {rate:.2f} [{low:.2f}, {high:.2f}] | {mean_s} | {median_s} | {hit} of {blocks} |")
+            print(f"| {switch} | {wanted} | {n} | {k} | {lost} | {rate:.2f} [{low:.2f}, {high:.2f}] | {mean_s} | {median_s} | {hit} of {blocks} |")
         if args.hunt_seeds:
-            campaign, rows, wall = run("hunt", None, args.hunt_seeds, args.first_seed, out, args.parallel, console)
-            runs_total, wall_total = runs_total + len(rows), wall_total + wall
+            campaign, rows, wall, ran = run("hunt", None, args.hunt_seeds, args.first_seed, out, args.parallel, console)
+            runs_total, wall_total = runs_total + ran, wall_total + wall
             alarms = [r for r in rows if r["status"] != "ok"]
             signatures: dict[str, int] = {}
             for r in alarms:
@@ -147,8 +157,11 @@ def main() -> None:
             print(f"\nevery switch on (`hunt`), seeds {args.first_seed}..{args.first_seed + args.hunt_seeds - 1}: "
                   f"{len(rows)} runs, {len(alarms)} with an unexcused finding (false alarms)"
                   + (f": {json.dumps(signatures)}" if signatures else "") + f"; {excused} runs with excused findings only")
-        print(f"\nhunting rate: {runs_total} runs in {wall_total / 60:.1f} min on {cores(args.parallel)} cores = "
-              f"{runs_total / (wall_total / 60) / cores(args.parallel):.1f} runs/min per core")
+        if runs_total:
+            print(f"\nhunting rate: {runs_total} runs made by this call in {wall_total / 60:.1f} min on {cores(args.parallel)} cores = "
+                  f"{runs_total / (wall_total / 60) / cores(args.parallel):.1f} runs/min per core")
+        else:
+            print("\nhunting rate: every run was already in --out (resumed): nothing made to time")
 
 
 if __name__ == "__main__":

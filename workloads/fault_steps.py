@@ -12,7 +12,11 @@ acknowledgements) do not.
 
 Lossy crashes of brokers (an OS crash, a disk loss) carry the run's budget (`lossy_budget`):
 past it, a crash loses nothing (a process crash), so that a schedule stays within the protocol's
-tolerance of lossy unclean shutdowns (protocol-facts.md, NoCommittedRecordLostGlobally).
+tolerance of lossy unclean shutdowns (protocol-facts.md, NoCommittedRecordLostGlobally). The
+tolerance counts a lossy replica until it is back in the ISR, caught up (the checks' rule,
+observability/checks/partitions.py), so the budget counts the lossy crashes outstanding: a
+broker's counts until, running again, it is back in the ISR of every partition it held when it
+crashed, by a partition change made after the crash.
 """
 
 from __future__ import annotations
@@ -48,7 +52,10 @@ class FaultSteps:
         # or None when it was skipped
         self.made: dict[int, tuple[str, tuple] | None] = {}
         self.crashed: set[str] = set()  # the nodes the faults crashed that no undo restarted yet
-        self.lossy_broker_crashes = 0  # the OS crashes and disk losses of brokers they made
+        # The brokers an OS crash or disk loss of theirs has not yet been made good for: the
+        # partitions each held then, with their partition epochs at the crash (a rejoin of the
+        # ISR after it raises the epoch).
+        self.lossy_outstanding: dict[str, dict[str, int]] = {}
         self.armed: list[Armed] = []
 
     # --- the steps ------------------------------------------------------------------------------
@@ -159,10 +166,10 @@ class FaultSteps:
         if mode is not None:
             node = nodes[a.node]
             if a.kind in LOSSY_CRASHES and node.startswith("b"):
-                if a.lossy_budget is not None and self.lossy_broker_crashes >= a.lossy_budget:
+                if a.lossy_budget is not None and self._lossy_outstanding() >= a.lossy_budget:
                     mode = "process"  # past the budget: a crash that loses nothing
                 else:
-                    self.lossy_broker_crashes += 1
+                    self.lossy_outstanding[node] = self._held_partitions(int(node[1:]))
             rt.crash(node, mode)
             self.crashed.add(node)
         elif a.kind == "isolate":
@@ -181,6 +188,24 @@ class FaultSteps:
             self.made[a.id] = (a.kind, tuple(groups))
             return
         self.made[a.id] = (a.kind, tuple(nodes[ref] for ref in (a.node, a.to) if ref is not None))
+
+    def _held_partitions(self, broker: int) -> dict[str, int]:
+        """The partitions whose replicas include the broker, with their partition epochs now."""
+        return {name: state.partition_epoch for name, state in self.runtime.view().partitions().items() if broker in state.replicas}
+
+    def _lossy_outstanding(self) -> int:
+        """How many lossy crashes of brokers count against the budget now: those whose broker is
+        not yet running and back in the ISR of every partition it held (a partition since
+        deleted, or the broker since moved out of its replicas, holds nothing of it)."""
+        view = self.runtime.view()
+        for node, held in list(self.lossy_outstanding.items()):
+            broker = int(node[1:])
+            states = {name: view.partition(name) for name in held}
+            if view.is_running(node) and all(state is None or broker not in state.replicas
+                                             or (broker in state.isr and state.partition_epoch > held[name])
+                                             for name, state in states.items()):
+                del self.lossy_outstanding[node]
+        return len(self.lossy_outstanding)
 
     def _skip(self, a: FaultArgs, why: str) -> None:
         if a.groups is not None:

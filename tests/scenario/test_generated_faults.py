@@ -95,6 +95,33 @@ def test_a_lossy_budget_turns_the_crashes_past_it_into_process_crashes(tmp_path)
     assert crashes == [("crash_os", "b2"), ("crash_process", "b3")]
 
 
+def test_a_lossy_crash_counts_against_the_budget_until_its_broker_is_back_in_the_isr(tmp_path):
+    """The tolerance counts a lossy replica until it is back in the ISR, caught up: while b2 is
+    down or behind, an OS crash of b3 would be a second lossy unclean shutdown and is a process
+    crash; once b2 has rejoined every ISR it held, the budget is free again."""
+    text = textwrap.dedent("""
+        name: lossy-budget-rejoin
+        cluster: {brokers: 3, storage: page_cache, config: {min.insync.replicas: 2}}
+        topics: [{name: t, partitions: 2, replication_factor: 3}]
+        steps:
+          - wait_for: {partition: t-1, isr: [1, 2, 3], timeout_ms: 10000}
+          - fault: {id: 0, kind: crash_os, node: b2, lossy_budget: 1}
+          - wait_for: {partition: t-0, isr: [1, 3], timeout_ms: 30000}   # b2's session expired: fenced
+          - fault: {id: 1, kind: crash_os, node: b3, lossy_budget: 1}   # b2 outstanding: a process crash
+          - undo: all
+          - wait_for: {partition: t-0, isr: [1, 2, 3], timeout_ms: 60000}
+          - wait_for: {partition: t-1, isr: [1, 2, 3], timeout_ms: 60000}
+          - fault: {id: 2, kind: crash_os, node: b3, lossy_budget: 1}   # b2 made good: lossy again
+          - undo: 2
+          - wait_for: {partition: t-0, isr: [1, 2, 3], timeout_ms: 60000}
+        """)
+    summary, result = run_text(tmp_path, text)
+    assert_ran_as_expected(summary, result)
+    rows = read_history(tmp_path / "run" / "events").to_pylist()
+    crashes = [(r["fault"], r["target"]) for r in rows if r["kind"] == "fault" and r["fault"].startswith("crash")]
+    assert crashes == [("crash_os", "b2"), ("crash_process", "b3"), ("crash_os", "b3")]
+
+
 def test_an_armed_fault_strikes_when_its_role_comes_about_while_the_next_steps_go_on(tmp_path):
     """Armed at a role nobody holds yet, the crash waits while the steps after it cut the
     followers off; it strikes the last replica standing as soon as the ISR has shrunk to it."""

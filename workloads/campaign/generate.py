@@ -264,7 +264,8 @@ def draw_schedule(faults: FaultsSpec, raw: dict[str, Any], seed: int) -> DrawnSc
     overrides): from the fixed mix, or from the seed's own swarm mix."""
     if faults.swarm is not None:
         mix, planned = draw_swarm(faults.swarm, seed, faults.duration_ms, fault_targets(raw, "brokers"),
-                                  fault_targets(raw, "controllers"), topic_partitions(raw), min_insync_replicas(raw))
+                                  fault_targets(raw, "controllers"), topic_partitions(raw), min_insync_replicas(raw),
+                                  broker_session_timeout_ms(raw))
         return DrawnSchedule(planned, mix.describe())
     return DrawnSchedule(FaultSchedule.draw(seed, fault_targets(raw, faults.targets), fault_profile(faults)).faults, [])
 
@@ -275,6 +276,11 @@ def min_insync_replicas(raw: dict[str, Any]) -> int:
     cluster = int(((raw.get("cluster") or {}).get("config") or {}).get("min.insync.replicas", 1))
     topics = [int((t.get("config") or {}).get("min.insync.replicas", cluster)) for t in raw.get("topics") or []]
     return min([cluster, *topics])
+
+
+def broker_session_timeout_ms(raw: dict[str, Any]) -> float:
+    """The scenario's broker.session.timeout.ms (Kafka's default, 9 s, when it sets none)."""
+    return float(((raw.get("cluster") or {}).get("config") or {}).get("broker.session.timeout.ms", 9_000))
 
 
 def describe_faults(faults: list[PlannedFault]) -> list[str]:

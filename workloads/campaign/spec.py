@@ -139,8 +139,9 @@ class SwarmSpec(Strict):
     trigger_window_ms: Range = Field([0.0, 1_000.0], description="[low, high]: how soon after its state the fault follows")
     within_tolerance: Annotated[float, Field(ge=0, le=1)] = Field(
         0.75, description="the share of seeds whose lossy crashes of brokers (an OS crash, losing the page cache; a disk "
-        "loss) stay fewer than min.insync.replicas, within the protocol's tolerance, where every lost record is a finding; "
-        "past the budget such a seed's broker crashes are process crashes"
+        "loss) outstanding at once stay fewer than min.insync.replicas, within the protocol's tolerance, where every lost "
+        "record is a finding (a crash is outstanding until its broker is back in the ISR of every partition it held); past "
+        "the budget such a seed's broker crashes are process crashes"
     )
     patterns: list[PatternName] = Field(  # type: ignore[valid-type]
         list(PATTERNS), description="compound faults a phase may make (each on or off per phase; [] none): majority (a crash "

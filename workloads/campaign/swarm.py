@@ -21,9 +21,11 @@ particular order, which such a mix makes about once in a hundred seeds. The anch
   protocol's tolerance (MinISR lossy unclean shutdowns of a partition's replicas) a lost record is
   the protocol's limit and is excused, so a run there cannot show a durability bug. Most seeds
   (`within_tolerance`) keep their lossy crashes of brokers (OS crashes, losing the page cache; disk
-  losses) fewer than min.insync.replicas, the others may go past it. The budget is spent when a
-  crash fires (the `fault` step's `lossy_budget`): a crash aimed at a role that names nobody then
-  spends none of it, and one past it is a process crash, which loses nothing.
+  losses) outstanding at once fewer than min.insync.replicas, the others may go past it. The
+  budget is spent when a crash fires (the `fault` step's `lossy_budget`) and given back when the
+  crashed broker is back in the ISR of every partition it held, as the checks count a lossy
+  replica: a crash aimed at a role that names nobody spends none of it, and one past it is a
+  process crash, which loses nothing.
 
 The generator names states of the protocol and roles, never a protocol switch or a known bug. Every
 draw comes from the seed's own stream (`swarm/<seed>`), so a seed's schedule is the same on every
@@ -96,11 +98,11 @@ class SwarmMix:
     """What one seed draws: its lossy-crash budget and its phases."""
 
     seed: int
-    lossy_budget: int | None  # lossy crashes of brokers the seed may make (None: no limit)
+    lossy_budget: int | None  # lossy crashes of brokers the seed may have outstanding at once (None: no limit)
     phases: tuple[Phase, ...]
 
     def describe(self) -> list[str]:
-        budget = "no limit" if self.lossy_budget is None else f"at most {self.lossy_budget}, then process crashes"
+        budget = "no limit" if self.lossy_budget is None else f"at most {self.lossy_budget} at once, then process crashes"
         lines = [f"swarm mix for seed {self.seed}: lossy crashes of brokers: {budget}"]
         for i, phase in enumerate(self.phases):
             first, *rest = phase.describe()
@@ -148,8 +150,10 @@ def draw_mix(spec: SwarmSpec, seed: int, duration_ms: float, min_isr: int = 1) -
 
 
 def draw_swarm(spec: SwarmSpec, seed: int, duration_ms: float, brokers: list[str], controllers: list[str],
-               partitions: list[str], min_isr: int = 1) -> tuple[SwarmMix, list[PlannedFault]]:
-    """The seed's mix and the faults it makes over `duration_ms` of safety phase, in time order."""
+               partitions: list[str], min_isr: int = 1, session_timeout_ms: float = 9_000.0) -> tuple[SwarmMix, list[PlannedFault]]:
+    """The seed's mix and the faults it makes over `duration_ms` of safety phase, in time order.
+    `session_timeout_ms`: the scenario's broker.session.timeout.ms, which a calm opening's slow
+    link outlasts."""
     mix, rng = draw_mix(spec, seed, duration_ms, min_isr)
     # A calm opening draws from a stream of its own and is carved out of its phase (the phase's
     # faults that would have started in it are drawn, then left out), so that every other fault
@@ -165,21 +169,22 @@ def draw_swarm(spec: SwarmSpec, seed: int, duration_ms: float, brokers: list[str
             continue
         start = phase.start_ms
         if phase.calm and partitions:
-            opening, start = _calm(calm_rng, spec, phase, partitions, duration_ms)
-            faults += opening
+            (*clogs, kill), start = _calm(calm_rng, spec, phase, partitions, duration_ms, session_timeout_ms)
+            faults += [*clogs, _within_budget(kill, mix.lossy_budget, keeps_its_kind=True)]
             if not phase.idle and start > phase.start_ms:
                 faults.append(PlannedFault(FaultAction(phase.start_ms, PAUSE_LOAD), FaultAction(start, UNDO_ONE), None, None))
-        if mix.lossy_budget is not None and partitions:
-            # Within tolerance, every phase watches every partition's sole in-sync holder: armed
+        if partitions:
+            # Every phase watches every partition's sole in-sync holder: armed
             # for the whole phase (from the end of a calm opening), a lossy crash strikes once its
             # partition's ISR has shrunk to one replica, the one moment a lossy crash can take
             # what no other replica has (a crash of a follower, or of a leader with in-sync
             # followers, loses nothing another replica lacks). The watch is the tolerance's probe,
             # not one of the phase's drawn faults: a phase without a lossy kind on watches too,
             # with an OS crash, since which phase and which partition see an ISR shrink to one is
-            # the run's to decide (the faults of any phase may cause it). The budget is spent when
-            # one strikes (the later ones are then process crashes); never struck, a watch spends
-            # nothing.
+            # the run's to decide (the faults of any phase may cause it). Within tolerance, the
+            # budget is spent when one strikes (while it is, the others are process crashes);
+            # never struck, a watch spends nothing. A seed without a limit watches too: whether
+            # its partition is past the tolerance when one strikes is the checks' to say.
             lossy = [k for k in phase.kinds if k in LOSSY_CRASHES] or ["crash_os"]
             for partition in partitions:
                 watch = FaultAction(start, rng.choice(lossy), (f"{SOLE_HOLDER}:{partition}",))
@@ -219,7 +224,7 @@ def _phase_fault(rng: random.Random, spec: SwarmSpec, phase: Phase, t: float, no
         return [_within_budget(PlannedFault(FaultAction(round(t, 1), kind, (node,)), undo, trigger, None), lossy_budget)
                 for node in sorted(rng.sample(group, len(group) // 2 + 1))]
     if pattern == "clog_then_kill":
-        clogs, kill = _clog_then_kill(rng, spec, kind, t, phase.targets, partitions, trigger, duration_ms)
+        clogs, kill = _clog_then_kill(rng, spec, kind, t, phase.targets, partitions, trigger, duration_ms, CLOG_MS)
         return [*clogs, _within_budget(kill, lossy_budget, keeps_its_kind=True)]
     role = _role(rng, phase, kind, trigger, partitions)
     fault = _fault(rng, spec, kind, round(t, 1), pool or brokers, role)
@@ -253,7 +258,8 @@ def _pattern(rng: random.Random, phase: Phase, kind: str) -> str | None:
 
 
 def _clog_then_kill(rng: random.Random, spec: SwarmSpec, kind: str, t: float, targets: str, partitions: list[str],
-                    trigger: Trigger | None, duration_ms: float) -> tuple[list[PlannedFault], PlannedFault]:
+                    trigger: Trigger | None, duration_ms: float,
+                    clog_ms: tuple[float, float] = (1_000.0, 30_000.0)) -> tuple[list[PlannedFault], PlannedFault]:
     """FoundationDB's Rollback workload: a follower's link to its leader (a partition's, or the
     controllers') turns slow, then the follower crashes and soon returns while what it sent
     before the crash is still on its way: messages of a dead incarnation reach a leader that has
@@ -265,11 +271,11 @@ def _clog_then_kill(rng: random.Random, spec: SwarmSpec, kind: str, t: float, ta
     else:
         partition = trigger.partition if trigger is not None and trigger.partition else rng.choice(partitions)
         follower, leader = f"partition-follower:{partition}", f"partition-leader:{partition}"
-    # The clog spans the protocol's timeouts (log-uniform, 1 to 30 s): a crashed node's old
-    # session must expire before its new incarnation may register (Kafka refuses a second
-    # registration of a live broker id), so only a clog longer than the session timeout lets the
-    # dead incarnation's messages meet the new one's registration.
-    delay = round(log_uniform(rng, *CLOG_MS), 1)
+    # The clog spans the protocol's timeouts (log-uniform over `clog_ms`, by default 1 to 30 s): a
+    # crashed node's old session must expire before its new incarnation may register (Kafka
+    # refuses a second registration of a live broker id), so only a clog longer than the session
+    # timeout lets the dead incarnation's messages meet the new one's registration.
+    delay = round(log_uniform(rng, *clog_ms), 1)
     kill_at = min(t + rng.uniform(0.0, 1_000.0), max(t, duration_ms - 1.0))
     down = log_uniform(rng, 100.0, 2_000.0)
     heal_at = min(kill_at + down + delay + 500.0, duration_ms)
@@ -281,21 +287,26 @@ def _clog_then_kill(rng: random.Random, spec: SwarmSpec, kind: str, t: float, ta
     return clogs, PlannedFault(kill, FaultAction(round(min(kill_at + down, duration_ms), 1), UNDO_ONE))
 
 
-def _calm(rng: random.Random, spec: SwarmSpec, phase: Phase, partitions: list[str], duration_ms: float) -> tuple[list[PlannedFault], float]:
+def _calm(rng: random.Random, spec: SwarmSpec, phase: Phase, partitions: list[str], duration_ms: float,
+          session_timeout_ms: float) -> tuple[list[PlannedFault], float]:
     """A calm phase's opening: shortly after the phase starts, a partition's follower's link to
     its leader turns slow, then the follower crashes (an OS crash, losing its page cache, if the
     campaign's kinds have it) and returns. With no other fault and no new record until the link
     heals, what the dead incarnation sent meets the leader in the state the new incarnation left
     it in: whether the leader can tell the two apart is what the opening probes. Returns its
-    faults and when the phase goes on as drawn (the link healed, within the phase)."""
+    faults and when the phase goes on as drawn (the link healed, within the phase). Its slow link
+    outlasts the broker session (log-uniform from `session_timeout_ms` to the longest clog), the
+    one span in which both incarnations exist for the leader: a shorter clog delivers the dead
+    incarnation's messages before the new one registers, which the pattern's clogs already try."""
     kind = _calm_crash(spec)
     at = round(phase.start_ms + rng.uniform(0.0, min(500.0, (phase.end_ms - phase.start_ms) / 2)), 1)
-    clogs, kill = _clog_then_kill(rng, spec, kind, at, "brokers", partitions, None, duration_ms)
+    outlasting = (session_timeout_ms, max(CLOG_MS[1], 2 * session_timeout_ms))
+    clogs, kill = _clog_then_kill(rng, spec, kind, at, "brokers", partitions, None, duration_ms, outlasting)
     healed = max([c.undo.at_ms for c in clogs] + [kill.undo.at_ms])
-    # The crash keeps its kind and spends none of the seed's lossy budget: a follower's loss is
-    # within what the protocol survives (its records are on the leader), and the budget stays
-    # with the watches on the sole in-sync holders, the tolerance's own probe. (The checks count
-    # the follower's crash until it is back in the ISR, caught up.)
+    # The crash spends the seed's lossy budget as any lossy crash of a broker does (the caller's
+    # `_within_budget`): the checks count the follower's crash until it is back in the ISR, caught
+    # up, so two of them at once would take the partition past the protocol's tolerance, where
+    # every loss is excused.
     return [*clogs, kill], min(phase.end_ms, healed)
 
 

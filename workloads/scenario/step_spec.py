@@ -229,9 +229,10 @@ class FaultArgs(Strict):
         "they never do (0: skipped at once)"
     )
     lossy_budget: NonNegativeInt | None = Field(
-        None, description="crash_os and crash_disk of a broker: when the run's fault steps have already made this many such "
-        "crashes of brokers, this one is a process crash (it loses nothing): the run stays within the protocol's tolerance, "
-        "fewer than min.insync.replicas lossy unclean shutdowns"
+        None, description="crash_os and crash_disk of a broker: when this many such crashes of brokers that the run's fault "
+        "steps made are outstanding, this one is a process crash (it loses nothing): the run stays within the protocol's "
+        "tolerance, fewer than min.insync.replicas lossy unclean shutdowns at once. A crash is outstanding until its broker, "
+        "running again, is back in the ISR of every partition it held when it crashed"
     )
 
     @model_validator(mode="after")
