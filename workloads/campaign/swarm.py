@@ -102,7 +102,8 @@ class SwarmMix:
     phases: tuple[Phase, ...]
 
     def describe(self) -> list[str]:
-        budget = "no limit" if self.lossy_budget is None else f"at most {self.lossy_budget} at once, then process crashes"
+        budget = ("no limit" if self.lossy_budget is None else
+                  f"at most {self.lossy_budget} at once (each until its broker is back in the ISR), then process crashes")
         lines = [f"swarm mix for seed {self.seed}: lossy crashes of brokers: {budget}"]
         for i, phase in enumerate(self.phases):
             first, *rest = phase.describe()
