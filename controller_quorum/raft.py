@@ -1,8 +1,9 @@
 """One KRaft node (voter or observer): pull-based replication, elections with Pre-Vote, Check Quorum.
 
 Kafka's KafkaRaftClient, by state: this module keeps what every state shares (start, `handle`,
-`tick`, `_maybe_transition`, graceful shutdown); the handlers of each state are in a module of
-their own, mixed into `RaftNode`: raft_election.py (Prospective, Candidate), raft_leader.py
+`tick`, `_maybe_transition`, graceful shutdown); `tick` calls the state's poll (pollLeader,
+pollFollower, ...), and each state's poll and handlers are in a module of its own, mixed into
+`RaftNode`: raft_election.py (Unattached, Prospective, Candidate), raft_leader.py
 (Leader), raft_resignation.py (Resigned, EndQuorumEpoch), raft_fetching.py (Follower, observer).
 What a state holds is an object that exists only in that state: LeaderState (leader_state.py),
 ElectionRound and ResignedState (raft_states.py); QuorumState (quorum_state.py) holds and persists
@@ -58,10 +59,6 @@ from .raft_resignation import Resignation
 from .raft_states import ElectionRound, FetchState, GracefulShutdown, ResignedState
 
 __all__ = ["RaftConfig", "RaftListener", "RaftNode"]
-
-
-def _due(deadline_ms: float | None, now_ms: float) -> bool:
-    return deadline_ms is not None and now_ms >= deadline_ms
 
 
 class RaftNode(Leadership, Elections, Resignation, Fetching):
@@ -193,46 +190,23 @@ class RaftNode(Leadership, Elections, Resignation, Fetching):
         if self._poll_shutdown(now_ms, out):
             self._drain_transitions(out)
             return
-        q = self.quorum
-        s = q.state
-        # KafkaRaftClient's poll<State> methods: while shutting down, a voter keeps asking for votes
-        # or repeating EndQuorumEpoch, but no timeout moves it to another state.
+        s = self.quorum.state
+        # KafkaRaftClient's poll<State> methods, each in its state's module: while shutting down, a
+        # voter keeps asking for votes or repeating EndQuorumEpoch, but no timeout moves it to
+        # another state (`timeouts`).
         timeouts = not self._shutting_down()
         if s is RaftState.LEADER:
-            ls = self._leading()
-            if ls.linger_deadline_ms is not None and now_ms >= ls.linger_deadline_ms:
-                self._append_pending(now_ms, out)
-            self._expire_parked(now_ms, out)
-            if ls.begin_quorum_epoch_at_ms is not None and now_ms >= ls.begin_quorum_epoch_at_ms:
-                self._send_begin_quorum_epoch(now_ms, out)
-            if ls.check_quorum_deadline_ms is not None and now_ms >= ls.check_quorum_deadline_ms:
-                self._resign(now_ms, out, reason="check_quorum")
+            self._poll_leader(now_ms, out)
         elif s is RaftState.FOLLOWER:
-            if q.fetch_deadline_ms is not None and now_ms >= q.fetch_deadline_ms and self.is_voter:
-                self._start_election(now_ms, out)
-            elif self.fetching.timed_out(now_ms, self.config.request_timeout_ms):
-                self._send_fetch(now_ms, out)  # the request or its answer was lost: ask again
+            self._poll_follower(now_ms, out)
         elif s is RaftState.CANDIDATE:
-            if timeouts and (_due(q.backoff_until_ms, now_ms) or _due(q.election_deadline_ms, now_ms)):
-                self._start_election(now_ms, out)
-            else:
-                self._resend_vote_requests(now_ms, out)
+            self._poll_candidate(now_ms, out, timeouts)
         elif s is RaftState.PROSPECTIVE:
-            if timeouts and _due(q.election_deadline_ms, now_ms):
-                self._lose_prevote(now_ms, out)
-            else:
-                self._resend_vote_requests(now_ms, out)
+            self._poll_prospective(now_ms, out, timeouts)
         elif s is RaftState.RESIGNED:
-            self._resend_end_quorum_epoch(now_ms, out)
-            if timeouts and _due(q.election_deadline_ms, now_ms):
-                if self.config.prevote:
-                    q.become_unattached(q.epoch + 1, now_ms, out)
-                    q.election_deadline_ms = now_ms  # KIP-996: canvass at once
-                else:
-                    self._become_candidate(now_ms, out)
+            self._poll_resigned(now_ms, out, timeouts)
         elif s is RaftState.UNATTACHED:
-            if timeouts and self.is_voter and _due(q.election_deadline_ms, now_ms):
-                self._start_election(now_ms, out)
+            self._poll_unattached(now_ms, out, timeouts)
         if not self.is_voter:
             self._observer_poll(now_ms, out)
         self._drain_transitions(out)

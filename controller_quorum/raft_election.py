@@ -1,8 +1,8 @@
-"""A Raft voter's elections: Pre-Vote as a Prospective, then the vote as a Candidate, and the
-answers it gives other nominees (KafkaRaftClient.transitionToProspective, transitionToCandidate,
-handleVoteRequest, handleVoteResponse, pollProspective, pollCandidate). The requests of the round
-are an ElectionRound (raft_states.py); the epoch, the vote and the tally are QuorumState's, which
-persists them.
+"""A Raft voter's elections: Pre-Vote as a Prospective, then the vote as a Candidate, the answers
+it gives other nominees, and the polls of the states that canvass (KafkaRaftClient.
+transitionToProspective, transitionToCandidate, handleVoteRequest, handleVoteResponse,
+pollUnattached, pollProspective, pollCandidate). The requests of the round are an ElectionRound
+(raft_states.py); the epoch, the vote and the tally are QuorumState's, which persists them.
 
 Rules: KIP-996 (Pre-Vote: a Prospective asks without raising its epoch, and a lost or timed-out
 pre-vote sends it back to following its last known leader); a vote is granted to a nominee whose
@@ -17,12 +17,37 @@ from observability.events import RaftVote
 
 from .messages import VoteRequest, VoteResponse
 from .quorum_state import RaftState
-from .raft_states import ElectionRound
+from .raft_states import ElectionRound, due
 
 
 class Elections:
     """RaftNode's handlers for elections (a mixin of RaftNode: it uses the node's quorum, log,
     config and sending)."""
+
+    # --- each state's poll (KafkaRaftClient.pollCandidate, pollProspective, pollUnattached) --------
+
+    def _poll_candidate(self, now_ms: float, out: Output, timeouts: bool) -> None:
+        """A Candidate that lost (its backoff over) or timed out starts anew; else it asks again
+        those that have not answered."""
+        q = self.quorum
+        if timeouts and (due(q.backoff_until_ms, now_ms) or due(q.election_deadline_ms, now_ms)):
+            self._start_election(now_ms, out)
+        else:
+            self._resend_vote_requests(now_ms, out)
+
+    def _poll_prospective(self, now_ms: float, out: Output, timeouts: bool) -> None:
+        """A Prospective whose pre-vote timed out loses it; else it asks again."""
+        if timeouts and due(self.quorum.election_deadline_ms, now_ms):
+            self._lose_prevote(now_ms, out)
+        else:
+            self._resend_vote_requests(now_ms, out)
+
+    def _poll_unattached(self, now_ms: float, out: Output, timeouts: bool) -> None:
+        """An Unattached voter whose election timeout passed canvasses."""
+        if timeouts and self.is_voter and due(self.quorum.election_deadline_ms, now_ms):
+            self._start_election(now_ms, out)
+
+    # --- the election ----------------------------------------------------------------------------
 
     def _start_election(self, now_ms: float, out: Output) -> None:
         if self.config.prevote:

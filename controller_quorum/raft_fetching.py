@@ -31,6 +31,15 @@ class Fetching:
         req = FetchRequest(q.epoch, self.local, self.log.end_offset, self.log.last_epoch, not self.is_voter, self.high_watermark, request_id)
         self._send(out, dst, req, durable=True)
 
+    def _poll_follower(self, now_ms: float, out: Output) -> None:
+        """KafkaRaftClient.pollFollower: a voter that heard nothing from its leader for the fetch
+        timeout starts an election; a fetch whose answer is overdue is sent again."""
+        q = self.quorum
+        if q.fetch_deadline_ms is not None and now_ms >= q.fetch_deadline_ms and self.is_voter:
+            self._start_election(now_ms, out)
+        elif self.fetching.timed_out(now_ms, self.config.request_timeout_ms):
+            self._send_fetch(now_ms, out)  # the request or its answer was lost: ask again
+
     def _observer_poll(self, now_ms: float, out: Output) -> None:
         """An observer with nobody to fetch from tries the voters in turn."""
         f = self.fetching

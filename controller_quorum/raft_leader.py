@@ -1,6 +1,6 @@
 """A Raft voter while it leads: becoming leader, appending, the high watermark, and answering the
 voters' and observers' fetches (KafkaRaftClient.onBecomeLeader, appendAsLeader,
-handleFetchRequest, maybeUpdateHighWatermark and the fetch purgatory). The data it keeps is the
+handleFetchRequest, maybeUpdateHighWatermark, pollLeader and the fetch purgatory). The data it keeps is the
 LeaderState (leader_state.py), which exists only while it leads.
 
 Rules (module docstring of raft.py): followers pull; a fetch at offset x confirms everything below
@@ -72,6 +72,18 @@ class Leadership:
         for voter in self._others():
             self._send(out, voter, BeginQuorumEpoch(q.epoch, self.local), durable=True)
         self._leading().begin_quorum_epoch_at_ms = now_ms + self.config.fetch_timeout_ms / 2
+
+    def _poll_leader(self, now_ms: float, out: Output) -> None:
+        """KafkaRaftClient.pollLeader: append what lingered, answer the parked fetches whose wait
+        is over, repeat BeginQuorumEpoch, and resign when Check Quorum's deadline passed."""
+        ls = self._leading()
+        if ls.linger_deadline_ms is not None and now_ms >= ls.linger_deadline_ms:
+            self._append_pending(now_ms, out)
+        self._expire_parked(now_ms, out)
+        if ls.begin_quorum_epoch_at_ms is not None and now_ms >= ls.begin_quorum_epoch_at_ms:
+            self._send_begin_quorum_epoch(now_ms, out)
+        if ls.check_quorum_deadline_ms is not None and now_ms >= ls.check_quorum_deadline_ms:
+            self._resign(now_ms, out, reason="check_quorum")
 
     def _leave_leadership(self, now_ms: float, out: Output) -> None:
         if self.quorum.state is RaftState.LEADER:

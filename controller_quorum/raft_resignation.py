@@ -16,7 +16,7 @@ from observability.events import RaftEndQuorumEpoch, RaftResign
 
 from .messages import FENCED_LEADER_EPOCH, EndQuorumEpoch, EndQuorumEpochResponse
 from .quorum_state import RaftState
-from .raft_states import ResignedState
+from .raft_states import ResignedState, due
 
 
 def strict_exponential_election_backoff_ms(position: int, successors: int, backoff_max_ms: int) -> int:
@@ -36,6 +36,19 @@ def strict_exponential_election_backoff_ms(position: int, successors: int, backo
 class Resignation:
     """RaftNode's handlers for resigning and EndQuorumEpoch (a mixin of RaftNode: it uses the
     node's quorum, config, leader state and sending)."""
+
+    def _poll_resigned(self, now_ms: float, out: Output, timeouts: bool) -> None:
+        """KafkaRaftClient.pollResigned: EndQuorumEpoch again to the voters that have not
+        acknowledged it; once the election timeout passes, canvass (with Pre-Vote, from Unattached
+        of the next epoch at once, KIP-996; without, as a Candidate)."""
+        q = self.quorum
+        self._resend_end_quorum_epoch(now_ms, out)
+        if timeouts and due(q.election_deadline_ms, now_ms):
+            if self.config.prevote:
+                q.become_unattached(q.epoch + 1, now_ms, out)
+                q.election_deadline_ms = now_ms  # KIP-996: canvass at once
+            else:
+                self._become_candidate(now_ms, out)
 
     def _resign(self, now_ms: float, out: Output, reason: str) -> None:
         """KafkaRaftClient.pollLeader -> transitionToResigned(nonLeaderVotersByDescendingFetchOffset),

@@ -14,6 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
+def due(deadline_ms: float | None, now_ms: float) -> bool:
+    """Whether a state's timer, if set, has come due."""
+    return deadline_ms is not None and now_ms >= deadline_ms
+
+
 @dataclass
 class ElectionRound:
     """A Prospective's or Candidate's requests of the current round: when the (pre-)vote request to
