@@ -16,6 +16,7 @@ from observability.events import RaftHighWatermark, RaftTruncate
 
 from .messages import NOT_LEADER, FetchRequest, FetchResponse
 from .quorum_state import RaftState
+from .raft_states import due
 
 
 class Fetching:
@@ -35,7 +36,7 @@ class Fetching:
         """KafkaRaftClient.pollFollower: a voter that heard nothing from its leader for the fetch
         timeout starts an election; a fetch whose answer is overdue is sent again."""
         q = self.quorum
-        if q.fetch_deadline_ms is not None and now_ms >= q.fetch_deadline_ms and self.is_voter:
+        if due(q.fetch_deadline_ms, now_ms) and self.is_voter:
             self._start_election(now_ms, out)
         elif self.fetching.timed_out(now_ms, self.config.request_timeout_ms):
             self._send_fetch(now_ms, out)  # the request or its answer was lost: ask again

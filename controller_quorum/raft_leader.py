@@ -1,7 +1,7 @@
 """A Raft voter while it leads: becoming leader, appending, the high watermark, and answering the
 voters' and observers' fetches (KafkaRaftClient.onBecomeLeader, appendAsLeader,
-handleFetchRequest, maybeUpdateHighWatermark, pollLeader and the fetch purgatory). The data it keeps is the
-LeaderState (leader_state.py), which exists only while it leads.
+handleFetchRequest, maybeUpdateHighWatermark, pollLeader and the fetch purgatory). The data it
+keeps is the LeaderState (leader_state.py), which exists only while it leads.
 
 Rules (module docstring of raft.py): followers pull; a fetch at offset x confirms everything below
 x is on the follower's disk; the high watermark is what a majority reached, counting the leader's
@@ -30,6 +30,7 @@ from .messages import (
 )
 from .quorum_state import RaftState
 from .raft_config import MAX_FETCH_ENTRIES
+from .raft_states import due
 
 
 class _Flushed:
@@ -77,12 +78,12 @@ class Leadership:
         """KafkaRaftClient.pollLeader: append what lingered, answer the parked fetches whose wait
         is over, repeat BeginQuorumEpoch, and resign when Check Quorum's deadline passed."""
         ls = self._leading()
-        if ls.linger_deadline_ms is not None and now_ms >= ls.linger_deadline_ms:
+        if due(ls.linger_deadline_ms, now_ms):
             self._append_pending(now_ms, out)
         self._expire_parked(now_ms, out)
-        if ls.begin_quorum_epoch_at_ms is not None and now_ms >= ls.begin_quorum_epoch_at_ms:
+        if due(ls.begin_quorum_epoch_at_ms, now_ms):
             self._send_begin_quorum_epoch(now_ms, out)
-        if ls.check_quorum_deadline_ms is not None and now_ms >= ls.check_quorum_deadline_ms:
+        if due(ls.check_quorum_deadline_ms, now_ms):
             self._resign(now_ms, out, reason="check_quorum")
 
     def _leave_leadership(self, now_ms: float, out: Output) -> None:

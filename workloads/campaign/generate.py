@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workloads.faults import PAUSE_LOAD, UNDO_ALL, FaultAction, FaultProfile, FaultSchedule, PlannedFault
+from workloads.scenario.cluster_spec import KafkaConfig
 from workloads.scenario.loading import Problem, ScenarioError, validate
 from workloads.scenario.schema import Scenario
 
@@ -279,8 +280,9 @@ def min_insync_replicas(raw: dict[str, Any]) -> int:
 
 
 def broker_session_timeout_ms(raw: dict[str, Any]) -> float:
-    """The scenario's broker.session.timeout.ms (Kafka's default, 9 s, when it sets none)."""
-    return float(((raw.get("cluster") or {}).get("config") or {}).get("broker.session.timeout.ms", 9_000))
+    """The scenario's broker.session.timeout.ms (the cluster config's default when it sets none)."""
+    default = KafkaConfig.model_fields["broker_session_timeout_ms"].default
+    return float(((raw.get("cluster") or {}).get("config") or {}).get("broker.session.timeout.ms", default))
 
 
 def describe_faults(faults: list[PlannedFault]) -> list[str]:

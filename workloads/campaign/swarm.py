@@ -175,11 +175,11 @@ def draw_swarm(spec: SwarmSpec, seed: int, duration_ms: float, brokers: list[str
             if not phase.idle and start > phase.start_ms:
                 faults.append(PlannedFault(FaultAction(phase.start_ms, PAUSE_LOAD), FaultAction(start, UNDO_ONE), None, None))
         if partitions:
-            # Every phase watches every partition's sole in-sync holder: armed
-            # for the whole phase (from the end of a calm opening), a lossy crash strikes once its
-            # partition's ISR has shrunk to one replica, the one moment a lossy crash can take
-            # what no other replica has (a crash of a follower, or of a leader with in-sync
-            # followers, loses nothing another replica lacks). The watch is the tolerance's probe,
+            # Every phase watches every partition's sole in-sync holder: armed for the whole phase
+            # (from the end of a calm opening), a lossy crash strikes once its partition's ISR has
+            # shrunk to one replica, the one moment a lossy crash can take what no other replica
+            # has (a crash of a follower, or of a leader with in-sync followers, loses nothing
+            # another replica lacks). The watch is the tolerance's probe,
             # not one of the phase's drawn faults: a phase without a lossy kind on watches too,
             # with an OS crash, since which phase and which partition see an ISR shrink to one is
             # the run's to decide (the faults of any phase may cause it). Within tolerance, the
@@ -259,8 +259,7 @@ def _pattern(rng: random.Random, phase: Phase, kind: str) -> str | None:
 
 
 def _clog_then_kill(rng: random.Random, spec: SwarmSpec, kind: str, t: float, targets: str, partitions: list[str],
-                    trigger: Trigger | None, duration_ms: float,
-                    clog_ms: tuple[float, float] = (1_000.0, 30_000.0)) -> tuple[list[PlannedFault], PlannedFault]:
+                    trigger: Trigger | None, duration_ms: float, clog_ms: tuple[float, float]) -> tuple[list[PlannedFault], PlannedFault]:
     """FoundationDB's Rollback workload: a follower's link to its leader (a partition's, or the
     controllers') turns slow, then the follower crashes and soon returns while what it sent
     before the crash is still on its way: messages of a dead incarnation reach a leader that has
@@ -272,7 +271,7 @@ def _clog_then_kill(rng: random.Random, spec: SwarmSpec, kind: str, t: float, ta
     else:
         partition = trigger.partition if trigger is not None and trigger.partition else rng.choice(partitions)
         follower, leader = f"partition-follower:{partition}", f"partition-leader:{partition}"
-    # The clog spans the protocol's timeouts (log-uniform over `clog_ms`, by default 1 to 30 s): a
+    # The clog spans the protocol's timeouts (log-uniform over `clog_ms`; the pattern's CLOG_MS): a
     # crashed node's old session must expire before its new incarnation may register (Kafka
     # refuses a second registration of a live broker id), so only a clog longer than the session
     # timeout lets the dead incarnation's messages meet the new one's registration.
