@@ -1,7 +1,8 @@
 """What a Raft voter holds while it leads an epoch, and only then: Kafka's LeaderState
-(org.apache.kafka.raft.LeaderState). The voter (controller_quorum/raft.py) makes one when it wins
-an election and drops it when it stops leading, so that "this field is None unless leader" is the
-structure rather than a comment.
+(org.apache.kafka.raft.LeaderState), the data and the rules that need nothing else. The Leader
+state object (raft_leader.py) adds the node and the leader's handlers; the node (raft.py) makes
+one when it wins an election and drops it when it stops leading, so that "this field is None
+unless leader" is the structure rather than a comment.
 
 Invariants while it exists: the voter's quorum state is Leader of the epoch it was made for;
 `replica_end` and `fetched_since_check` name other voters only; `parked` holds at most one fetch

@@ -1,13 +1,14 @@
 """One KRaft node (voter or observer): pull-based replication, elections with Pre-Vote, Check Quorum.
 
-Kafka's KafkaRaftClient, by state: this module keeps what every state shares (start, `handle`,
-`tick`, `_maybe_transition`, graceful shutdown); `tick` calls the state's poll (pollLeader,
-pollFollower, ...), and each state's poll and handlers are in a module of its own, mixed into
-`RaftNode`: raft_election.py (Unattached, Prospective, Candidate), raft_leader.py
-(Leader), raft_resignation.py (Resigned, EndQuorumEpoch), raft_fetching.py (Follower, observer).
-What a state holds is an object that exists only in that state: LeaderState (leader_state.py),
-ElectionRound and ResignedState (raft_states.py); QuorumState (quorum_state.py) holds and persists
-the epoch, the vote and the leader.
+Kafka's KafkaRaftClient, by state. Each state is an object that holds that state's data and its
+handlers, and exists only in that state: `Leader` (raft_leader.py: replica progress, parked
+fetches, the high watermark), `Prospective` and `Candidate` (raft_election.py: the election
+round), `Resigned` (raft_resignation.py: EndQuorumEpoch and its retries), and the `Fetcher` of a
+follower or observer (raft_fetching.py, kept for the node's life so that request ids never
+repeat). This module keeps what KafkaRaftClient keeps: start, `handle` (which passes each message
+to the state that answers it), `tick` (the state's poll), `maybe_transition`, the transitions
+that make and drop the state objects, and graceful shutdown. QuorumState (quorum_state.py) holds
+and persists the epoch, the vote and the leader, and checks every transition.
 
 The node never sends or writes by itself: every method takes the role's `Output` and appends to it.
 The state machine on top (the controller, or a broker's metadata image) is a `RaftListener`; it is
@@ -39,8 +40,8 @@ from typing import Any
 from actors.contract import Envelope, FlushCompleted, Output, RandomSource
 from observability.events import RaftRecovered, RaftShutdown, RaftStateChange
 
-from .leader_state import LeaderState
 from .messages import (
+    NOT_LEADER,
     BeginQuorumEpoch,
     EndQuorumEpoch,
     EndQuorumEpochResponse,
@@ -51,17 +52,17 @@ from .messages import (
 )
 from .quorum_state import QuorumState, RaftState, Timing, decode_quorum_state
 from .raft_config import RaftConfig, RaftListener
-from .raft_election import Elections
-from .raft_fetching import Fetching
-from .raft_leader import Leadership, _Flushed
+from .raft_election import Candidate, Prospective, answer_vote_request
+from .raft_fetching import Fetcher
+from .raft_leader import Flushed, Leader
 from .raft_log import RaftLog
-from .raft_resignation import Resignation
-from .raft_states import ElectionRound, FetchState, GracefulShutdown, ResignedState
+from .raft_resignation import Resigned, answer_end_quorum_epoch
+from .raft_states import GracefulShutdown, due
 
 __all__ = ["RaftConfig", "RaftListener", "RaftNode"]
 
 
-class RaftNode(Leadership, Elections, Resignation, Fetching):
+class RaftNode:
     def __init__(
         self,
         local: str,
@@ -94,13 +95,14 @@ class RaftNode(Leadership, Elections, Resignation, Fetching):
         # exactly those below `applied`, which never exceeds the high watermark.
         self.high_watermark: int | None = None
         self.applied = 0
-        # Follower / observer fetching (kept for the node's life: raft_states.FetchState).
-        self.fetching = FetchState(next_observer_fetch_ms=now_ms)
-        # What a state holds, None outside it: the leader's (leader_state.py), a Prospective's or
-        # Candidate's election round, a Resigned leader's EndQuorumEpoch (raft_states.py).
-        self.leader_state: LeaderState | None = None
-        self.election: ElectionRound | None = None
-        self.resigned: ResignedState | None = None
+        # The states' objects. Invariants (kept by the transitions below and `_drain_transitions`):
+        # `leader_state` is a Leader exactly while the quorum state is Leader; `election` is the
+        # Prospective or Candidate of the round while in that state, else None; `resigned` is set
+        # only while Resigned; `fetching` lives as long as the node.
+        self.fetching = Fetcher(self, now_ms)
+        self.leader_state: Leader | None = None
+        self.election: Prospective | Candidate | None = None
+        self.resigned: Resigned | None = None
         self.elections_won = 0
         # Graceful shutdown (KafkaRaftClient.GracefulShutdown), None until it begins.
         self.shutdown: GracefulShutdown | None = None
@@ -127,16 +129,31 @@ class RaftNode(Leadership, Elections, Resignation, Fetching):
     def is_leader(self) -> bool:
         return self.quorum.state is RaftState.LEADER
 
-    # --- sending ----------------------------------------------------------------------------
+    # --- what every state uses ------------------------------------------------------------------
 
-    def _send(self, out: Output, dst: str, payload: Any, *, durable: bool = False) -> None:
+    def send(self, out: Output, dst: str, payload: Any, *, durable: bool = False) -> None:
         """`durable`: the message vouches for what this node persisted (a vote, an epoch, a fetch
         offset), so it leaves only once that is flushed, when KRaft voters fsync."""
         after_flush = durable and self.config.raft_fsync and self.is_voter
         out.send(Envelope(self.local, dst, payload, after_flush))
 
-    def _others(self) -> list[str]:
+    def others(self) -> list[str]:
         return [v for v in self.voters if v != self.local]
+
+    def apply_committed(self, now_ms: float, out: Output) -> None:
+        """Hand the listener every entry newly below the high watermark, in order."""
+        hwm = self.high_watermark or 0
+        if hwm > self.applied:
+            entries = self.log.entries[self.applied : hwm]
+            self.applied = hwm
+            self.listener.on_commit(entries, now_ms, out)
+
+    def append(self, records: list[Any], now_ms: float, out: Output) -> int | None:
+        """Leader only: queue records; they are appended after controller.quorum.append.linger.ms.
+        Returns the offset the last one will have, or None when not leader."""
+        if self.leader_state is None:
+            return None
+        return self.leader_state.append(records, now_ms)
 
     # --- start and time -----------------------------------------------------------------------
 
@@ -147,41 +164,35 @@ class RaftNode(Leadership, Elections, Resignation, Fetching):
             # Kafka's KafkaRaftClient.initialize: "When there is only a single voter, become leader
             # immediately" -- Prospective, whose own pre-vote is a majority, then Candidate of
             # epoch + 1, whose own vote is one too, then Leader; no election timeout is waited for.
-            self._start_election(now_ms, out)
+            self.start_election(now_ms, out)
         elif q.state is RaftState.CANDIDATE:
             # Restarted as the Candidate it was (QuorumState.initialize): resume the election of
             # the same epoch (KafkaRaftClient.initialize -> onBecomeCandidate, then pollCandidate
             # sends the vote requests).
-            self._request_votes(pre_vote=False, now_ms=now_ms, out=out)
-            self._maybe_win_election(now_ms, out)
+            self._canvass(Candidate(self), now_ms, out)
         elif q.state is RaftState.FOLLOWER:
-            self._send_fetch(now_ms, out)
+            self.fetching.send_fetch(now_ms, out)
         elif q.state is RaftState.RESIGNED:
             # QuorumState.initialize: a leader restarts Resigned with no preferred successors (it
             # saw no fetches), and pollResigned sends EndQuorumEpoch to every other voter all the same.
-            self._begin_end_quorum_epoch((), now_ms, out)
+            self.resigned = Resigned.begin(self, (), now_ms, out)
         self._drain_transitions(out)
 
     def next_deadline(self) -> float | None:
         q = self.quorum
-        ls = self.leader_state
-        candidates = [self._end_quorum_retry_at()]
-        if ls is not None:
-            candidates += [ls.check_quorum_deadline_ms, ls.linger_deadline_ms, ls.begin_quorum_epoch_at_ms]
-            candidates.append(ls.next_parked_deadline())
+        candidates: list[float | None] = []
+        if self.resigned is not None:
+            candidates.append(self.resigned.end_quorum_retry_at())
+        if self.leader_state is not None:
+            candidates += self.leader_state.next_deadline()
         if self._shutting_down():
             candidates.append(self.shutdown.deadline_ms)
         else:
             # A voter shutting down starts no election and leaves none by timing out (below, tick).
             candidates += [q.election_deadline_ms, q.fetch_deadline_ms, q.backoff_until_ms]
-        retry = self._vote_retry_at()
-        if retry is not None:
-            candidates.append(retry)
-        f = self.fetching
-        if (q.state is RaftState.FOLLOWER or not self.is_voter) and f.in_flight_since is not None:
-            candidates.append(f.in_flight_since + self.config.request_timeout_ms)
-        if not self.is_voter and f.in_flight_since is None:
-            candidates.append(f.next_observer_fetch_ms)
+        if self.election is not None:
+            candidates.append(self.election.vote_retry_at())
+        candidates += self.fetching.next_deadline()
         present = [c for c in candidates if c is not None]
         return min(present) if present else None
 
@@ -191,79 +202,129 @@ class RaftNode(Leadership, Elections, Resignation, Fetching):
             self._drain_transitions(out)
             return
         s = self.quorum.state
-        # KafkaRaftClient's poll<State> methods, each in its state's module: while shutting down, a
-        # voter keeps asking for votes or repeating EndQuorumEpoch, but no timeout moves it to
-        # another state (`timeouts`).
+        # The state's poll (KafkaRaftClient's poll<State>): while shutting down, a voter keeps
+        # asking for votes or repeating EndQuorumEpoch, but no timeout moves it to another state
+        # (`timeouts`).
         timeouts = not self._shutting_down()
         if s is RaftState.LEADER:
-            self._poll_leader(now_ms, out)
+            self.leader_state.poll(now_ms, out)
         elif s is RaftState.FOLLOWER:
-            self._poll_follower(now_ms, out)
-        elif s is RaftState.CANDIDATE:
-            self._poll_candidate(now_ms, out, timeouts)
-        elif s is RaftState.PROSPECTIVE:
-            self._poll_prospective(now_ms, out, timeouts)
+            self.fetching.poll_follower(now_ms, out)
+        elif s in (RaftState.CANDIDATE, RaftState.PROSPECTIVE):
+            self.election.poll(now_ms, out, timeouts)
         elif s is RaftState.RESIGNED:
-            self._poll_resigned(now_ms, out, timeouts)
+            self.resigned.poll(now_ms, out, timeouts)
         elif s is RaftState.UNATTACHED:
-            self._poll_unattached(now_ms, out, timeouts)
+            # KafkaRaftClient.pollUnattached: a voter whose election timeout passed canvasses.
+            if timeouts and self.is_voter and due(self.quorum.election_deadline_ms, now_ms):
+                self.start_election(now_ms, out)
         if not self.is_voter:
-            self._observer_poll(now_ms, out)
+            self.fetching.poll_observer(now_ms, out)
         self._drain_transitions(out)
 
     # --- messages -----------------------------------------------------------------------------
 
     def handle(self, env: Envelope, now_ms: float, out: Output) -> bool:
-        """Handle a Raft message; False if the payload is not one."""
-        p = env.payload
+        """Handle a Raft message; False if the payload is not one. Requests every state answers
+        (votes, EndQuorumEpoch, BeginQuorumEpoch) are answered here or by their module's function;
+        the rest go to the state that expects them."""
+        p, src = env.payload, env.src
         if isinstance(p, FetchRequest):
-            self._on_fetch_request(env.src, p, now_ms, out)
+            if self.leader_state is not None:
+                self.leader_state.on_fetch_request(src, p, now_ms, out)
+            else:
+                self.send(out, src, FetchResponse(self.epoch, self.leader, NOT_LEADER, request_id=p.request_id))
         elif isinstance(p, FetchResponse):
-            self._on_fetch_response(env.src, p, now_ms, out)
+            self.fetching.on_fetch_response(src, p, now_ms, out)
         elif isinstance(p, VoteRequest):
-            self._on_vote_request(env.src, p, now_ms, out)
+            answer_vote_request(self, src, p, now_ms, out)
         elif isinstance(p, VoteResponse):
-            self._on_vote_response(env.src, p, now_ms, out)
+            # What any response teaches first (maybeHandleCommonResponse), then the nominee counts it.
+            if p.epoch >= self.epoch and not self.maybe_transition(p.leader, p.epoch, now_ms, out) and self.election is not None:
+                self.election.on_vote_response(src, p, now_ms, out)
         elif isinstance(p, BeginQuorumEpoch):
-            self._maybe_transition(p.leader, p.epoch, now_ms, out)
+            self.maybe_transition(p.leader, p.epoch, now_ms, out)
         elif isinstance(p, EndQuorumEpoch):
-            self._on_end_quorum_epoch(env.src, p, now_ms, out)
+            answer_end_quorum_epoch(self, src, p, now_ms, out)
         elif isinstance(p, EndQuorumEpochResponse):
-            self._on_end_quorum_epoch_response(env.src, p, now_ms, out)
-        elif isinstance(p, FlushCompleted) and isinstance(p.token, _Flushed):
-            self._on_leader_flushed(p.token.end, now_ms, out)
+            if p.epoch >= self.epoch and not self.maybe_transition(p.leader, p.epoch, now_ms, out) and self.resigned is not None:
+                self.resigned.on_end_quorum_epoch_response(src, p)
+        elif isinstance(p, FlushCompleted) and isinstance(p.token, Flushed):
+            if self.leader_state is not None:
+                self.leader_state.on_flushed(p.token.end, now_ms, out)
         else:
             return False
         self._poll_shutdown(now_ms, out)  # the poll after a message (KafkaRaftClient.poll)
         self._drain_transitions(out)
         return True
 
-    def _maybe_transition(self, leader: str | None, epoch: int, now_ms: float, out: Output) -> bool:
+    def maybe_transition(self, leader: str | None, epoch: int, now_ms: float, out: Output) -> bool:
         """What any message with a (leader, epoch) teaches: a higher epoch, or the leader of ours.
         Returns True if the node changed state."""
         q = self.quorum
         if epoch > q.epoch:
             if leader is not None and leader != self.local:
-                self._become_follower(epoch, leader, now_ms, out)
+                self.become_follower(epoch, leader, now_ms, out)
             else:
-                self._leave_leadership(now_ms, out)
+                self.leave_leadership(now_ms, out)
                 q.become_unattached(epoch, now_ms, out)
             return True
         # Same epoch: follow a leader we did not know (Kafka's maybeTransition: "!hasLeader()"). A
         # Prospective that remembers its old leader does not go back to it on hearsay, else two
         # prospectives could bounce each other back to a dead leader forever.
         if epoch == q.epoch and leader is not None and leader != self.local and q.leader is None:
-            self._become_follower(epoch, leader, now_ms, out)
+            self.become_follower(epoch, leader, now_ms, out)
             return True
         return False
 
-    # --- follower transitions ------------------------------------------------------------------
+    # --- transitions (KafkaRaftClient.transitionTo<State>): each makes the new state's object ------
 
-    def _become_follower(self, epoch: int, leader: str, now_ms: float, out: Output) -> None:
-        self._leave_leadership(now_ms, out)
+    def start_election(self, now_ms: float, out: Output) -> None:
+        """A voter's fetch or election timeout: canvass as a Prospective (Pre-Vote, KIP-996), or
+        straight as a Candidate without it."""
+        if self.config.prevote:
+            self.quorum.become_prospective(now_ms)
+            self._canvass(Prospective(self), now_ms, out)
+        else:
+            self.become_candidate(now_ms, out)
+
+    def become_candidate(self, now_ms: float, out: Output) -> None:
+        self.quorum.become_candidate(now_ms, out)
+        self._canvass(Candidate(self), now_ms, out)
+
+    def _canvass(self, nominee: Prospective | Candidate, now_ms: float, out: Output) -> None:
+        self.election = nominee
+        nominee.open(now_ms, out)
+
+    def become_leader(self, now_ms: float, out: Output) -> None:
+        self.quorum.become_leader(now_ms, out)
+        self.elections_won += 1
+        self.leader_state = Leader(self, now_ms)
+        # A new leader does not know the high watermark until an entry of its epoch commits (its
+        # follower-time value may be stale, section 6.4 of the protocol description for Raft too).
+        self.high_watermark = None
+        self._drain_transitions(out)
+        self.leader_state.begin(now_ms, out)
+
+    def leave_leadership(self, now_ms: float, out: Output) -> None:
+        """Leadership ends (a higher epoch, another leader, or resigning): the Leader answers its
+        parked fetches NOT_LEADER and is dropped with its queued records."""
+        if self.leader_state is None:
+            return
+        self.leader_state.stop(out)
+        self.leader_state = None
+        self.listener.on_lose_leadership(now_ms, out)
+
+    def become_resigned(self, successors: tuple[str, ...], now_ms: float, out: Output) -> None:
+        self.leave_leadership(now_ms, out)
+        self.quorum.become_resigned(now_ms)
+        self.resigned = Resigned.begin(self, successors, now_ms, out)
+
+    def become_follower(self, epoch: int, leader: str, now_ms: float, out: Output) -> None:
+        self.leave_leadership(now_ms, out)
         self.quorum.become_follower(epoch, leader, now_ms, out)
         self.fetching.in_flight_since = None
-        self._send_fetch(now_ms, out)
+        self.fetching.send_fetch(now_ms, out)
 
     def _drain_transitions(self, out: Output) -> None:
         """Tell the state changes since the last drain, and drop what the states left behind held
@@ -310,7 +371,7 @@ class RaftNode(Leadership, Elections, Resignation, Fetching):
         elif self._shutdown_may_complete():
             self._end_shutdown("completed", out)
         elif self.quorum.state is RaftState.LEADER:
-            self._resign(now_ms, out, reason="shutdown")
+            self.leader_state.resign(now_ms, out, reason="shutdown")
         return self.shutdown_outcome is not None
 
     def _shutdown_may_complete(self) -> bool:

@@ -1,7 +1,9 @@
-"""A Raft voter while it leads: becoming leader, appending, the high watermark, and answering the
-voters' and observers' fetches (KafkaRaftClient.onBecomeLeader, appendAsLeader,
-handleFetchRequest, maybeUpdateHighWatermark, pollLeader and the fetch purgatory). The data it
-keeps is the LeaderState (leader_state.py), which exists only while it leads.
+"""The Leader state of a Raft voter: becoming leader, appending, the high watermark, and answering
+the voters' and observers' fetches (KafkaRaftClient.onBecomeLeader, appendAsLeader,
+handleFetchRequest, maybeUpdateHighWatermark, pollLeader and the fetch purgatory). A `Leader` is
+the LeaderState (leader_state.py: replica progress, parked fetches, the linger) together with the
+handlers that run only while leading; the node makes one when it wins an election and drops it
+when leadership ends (`RaftNode._become_leader`, `_leave_leadership`).
 
 Rules (module docstring of raft.py): followers pull; a fetch at offset x confirms everything below
 x is on the follower's disk; the high watermark is what a majority reached, counting the leader's
@@ -12,10 +14,10 @@ not match the leader's log is answered with the end of that epoch (divergence).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from actors.contract import Flush, Output
-from observability.events import RaftHighWatermark, RaftLeaderElected
+from observability.events import RaftHighWatermark, RaftLeaderElected, RaftResign
 
 from .leader_state import LeaderState
 from .messages import (
@@ -28,12 +30,14 @@ from .messages import (
     LeaderChange,
     LogEntry,
 )
-from .quorum_state import RaftState
 from .raft_config import MAX_FETCH_ENTRIES
 from .raft_states import due
 
+if TYPE_CHECKING:
+    from .raft import RaftNode
 
-class _Flushed:
+
+class Flushed:
     """Token of the leader's log flushes: `end` is the log end offset the flush covers."""
 
     __slots__ = ("end",)
@@ -42,157 +46,147 @@ class _Flushed:
         self.end = end
 
 
-class Leadership:
-    """RaftNode's handlers while it leads (a mixin of RaftNode: it uses the node's quorum, log,
-    config, listener and sending)."""
+class Leader(LeaderState):
+    """A voter leading its epoch: LeaderState's data and the leader's handlers. Exists exactly
+    while the node's quorum state is Leader (invariant of `RaftNode.leader_state`)."""
 
-    def _on_become_leader(self, now_ms: float, out: Output) -> None:
-        q = self.quorum
-        self.elections_won += 1
+    def __init__(self, node: RaftNode, now_ms: float) -> None:
         # Check Quorum watches the other voters; a single voter is its own majority.
-        watch = self.config.check_quorum and len(self.voters) > 1
-        ls = self.leader_state = LeaderState(self.log.end_offset, now_ms + 1.5 * self.config.fetch_timeout_ms if watch else None)
-        # A new leader does not know the high watermark until an entry of its epoch commits (its
-        # follower-time value may be stale, section 6.4 of the protocol description for Raft too).
-        self.high_watermark = None
-        self._drain_transitions(out)
-        out.emit(RaftLeaderElected(q.epoch, ls.epoch_start_offset))
-        # The high watermark only moves once an entry of this epoch is committed: write one now.
-        ls.pending.insert(0, LeaderChange(self.local, q.epoch, self.voters))
-        self._append_pending(now_ms, out)
-        self._send_begin_quorum_epoch(now_ms, out)
-        self.listener.on_become_leader(q.epoch, now_ms, out)
+        watch = node.config.check_quorum and len(node.voters) > 1
+        super().__init__(node.log.end_offset, now_ms + 1.5 * node.config.fetch_timeout_ms if watch else None)
+        self.node = node
 
-    def _send_begin_quorum_epoch(self, now_ms: float, out: Output) -> None:
+    def begin(self, now_ms: float, out: Output) -> None:
+        """KafkaRaftClient.onBecomeLeader: the high watermark moves only once an entry of this
+        epoch is committed, so write one now (LeaderChange); tell the voters; tell the listener."""
+        node = self.node
+        out.emit(RaftLeaderElected(node.epoch, self.epoch_start_offset))
+        self.pending.insert(0, LeaderChange(node.local, node.epoch, node.voters))
+        self.append_pending(now_ms, out)
+        self.send_begin_quorum_epoch(now_ms, out)
+        node.listener.on_become_leader(node.epoch, now_ms, out)
+
+    def send_begin_quorum_epoch(self, now_ms: float, out: Output) -> None:
         """Tell every other voter this node leads the epoch: at election, then every half fetch
         timeout while it leads (Kafka's KafkaRaftClient.maybeSendBeginQuorumEpochRequests,
         LeaderState's beginQuorumEpochTimer of fetchTimeoutMs / 2). The repeats reach a voter that
         missed the first (cut off, or down): a leader of an older epoch that never heard of this
         one steps down when one arrives, Check Quorum on or off."""
-        q = self.quorum
-        for voter in self._others():
-            self._send(out, voter, BeginQuorumEpoch(q.epoch, self.local), durable=True)
-        self._leading().begin_quorum_epoch_at_ms = now_ms + self.config.fetch_timeout_ms / 2
+        node = self.node
+        for voter in node.others():
+            node.send(out, voter, BeginQuorumEpoch(node.epoch, node.local), durable=True)
+        self.begin_quorum_epoch_at_ms = now_ms + node.config.fetch_timeout_ms / 2
 
-    def _poll_leader(self, now_ms: float, out: Output) -> None:
+    def poll(self, now_ms: float, out: Output) -> None:
         """KafkaRaftClient.pollLeader: append what lingered, answer the parked fetches whose wait
         is over, repeat BeginQuorumEpoch, and resign when Check Quorum's deadline passed."""
-        ls = self._leading()
-        if due(ls.linger_deadline_ms, now_ms):
-            self._append_pending(now_ms, out)
-        self._expire_parked(now_ms, out)
-        if due(ls.begin_quorum_epoch_at_ms, now_ms):
-            self._send_begin_quorum_epoch(now_ms, out)
-        if due(ls.check_quorum_deadline_ms, now_ms):
-            self._resign(now_ms, out, reason="check_quorum")
+        if due(self.linger_deadline_ms, now_ms):
+            self.append_pending(now_ms, out)
+        self.expire_parked(now_ms, out)
+        if due(self.begin_quorum_epoch_at_ms, now_ms):
+            self.send_begin_quorum_epoch(now_ms, out)
+        if due(self.check_quorum_deadline_ms, now_ms):
+            self.resign(now_ms, out, reason="check_quorum")
 
-    def _leave_leadership(self, now_ms: float, out: Output) -> None:
-        if self.quorum.state is RaftState.LEADER:
-            self._stop_leading(now_ms, out)
+    def next_deadline(self) -> list[float | None]:
+        return [self.check_quorum_deadline_ms, self.linger_deadline_ms, self.begin_quorum_epoch_at_ms, self.next_parked_deadline()]
 
-    def _stop_leading(self, now_ms: float, out: Output) -> None:
-        """Leadership ends: parked fetches are answered NOT_LEADER, queued records dropped, and
-        the leader's state goes with it."""
-        for src, req in self._leading().take_parked():
-            self._send(out, src, FetchResponse(self.quorum.epoch, None, NOT_LEADER, request_id=req.request_id))
-        self.leader_state = None
-        self.listener.on_lose_leadership(now_ms, out)
+    def resign(self, now_ms: float, out: Output, reason: str) -> None:
+        """KafkaRaftClient.pollLeader -> transitionToResigned(nonLeaderVotersByDescendingFetchOffset),
+        on Check Quorum or shutdown alike; the Resigned state then sends EndQuorumEpoch."""
+        node = self.node
+        rank = {v: i for i, v in enumerate(node.voters)}  # `voters` lists them by id
+        successors = self.voters_by_descending_fetch_offset(node.others(), rank)
+        out.emit(RaftResign(node.epoch, reason))
+        node.become_resigned(successors, now_ms, out)
 
-    def _leading(self) -> LeaderState:
-        """The leader's state; only called where the quorum state is Leader."""
-        ls = self.leader_state
-        assert ls is not None, "leader state used while not leading"
-        return ls
+    def stop(self, out: Output) -> None:
+        """Leadership ends: parked fetches are answered NOT_LEADER (queued records are dropped
+        with this object)."""
+        for src, req in self.take_parked():
+            self.node.send(out, src, FetchResponse(self.node.epoch, None, NOT_LEADER, request_id=req.request_id))
 
     # --- appending --------------------------------------------------------------------------------
 
-    def append(self, records: list[Any], now_ms: float, out: Output) -> int | None:
-        """Leader only: queue records; they are appended after controller.quorum.append.linger.ms.
-        Returns the offset the last one will have, or None when not leader."""
-        if self.quorum.state is not RaftState.LEADER:
-            return None
-        ls = self._leading()
-        ls.pending.extend(records)
-        if ls.linger_deadline_ms is None:
-            ls.linger_deadline_ms = now_ms + self.config.append_linger_ms
-        return self.log.end_offset + len(ls.pending) - 1
+    def append(self, records: list[Any], now_ms: float) -> int:
+        """Queue records; they are appended after controller.quorum.append.linger.ms. Returns the
+        offset the last one will have."""
+        self.pending.extend(records)
+        if self.linger_deadline_ms is None:
+            self.linger_deadline_ms = now_ms + self.node.config.append_linger_ms
+        return self.node.log.end_offset + len(self.pending) - 1
 
-    def _append_pending(self, now_ms: float, out: Output) -> None:
-        ls = self._leading()
-        ls.linger_deadline_ms = None
-        if not ls.pending:
+    def append_pending(self, now_ms: float, out: Output) -> None:
+        node = self.node
+        self.linger_deadline_ms = None
+        if not self.pending:
             return
-        start, epoch = self.log.end_offset, self.quorum.epoch
-        entries = [LogEntry(start + i, epoch, rec) for i, rec in enumerate(ls.pending)]
-        ls.pending = []
-        self.log.append(entries, out)
-        if self.config.raft_fsync:
+        start, epoch = node.log.end_offset, node.epoch
+        entries = [LogEntry(start + i, epoch, rec) for i, rec in enumerate(self.pending)]
+        self.pending = []
+        node.log.append(entries, out)
+        if node.config.raft_fsync:
             # The leader counts its own end offset only once flushed.
-            out.write(Flush(_Flushed(self.log.end_offset)))
+            out.write(Flush(Flushed(node.log.end_offset)))
         else:
-            self._on_leader_flushed(self.log.end_offset, now_ms, out)
+            self.on_flushed(node.log.end_offset, now_ms, out)
             return
-        self._complete_parked(now_ms, out)
+        self.complete_parked(out)
 
-    def _on_leader_flushed(self, end: int, now_ms: float, out: Output) -> None:
-        if self.quorum.state is not RaftState.LEADER:
-            return
-        ls = self._leading()
-        ls.flushed_end = max(ls.flushed_end, min(end, self.log.end_offset))
-        self._maybe_advance_high_watermark(now_ms, out)
-        self._complete_parked(now_ms, out)
+    def on_flushed(self, end: int, now_ms: float, out: Output) -> None:
+        self.flushed_end = max(self.flushed_end, min(end, self.node.log.end_offset))
+        self.maybe_advance_high_watermark(now_ms, out)
+        self.complete_parked(out)
 
-    def _maybe_advance_high_watermark(self, now_ms: float, out: Output) -> None:
-        ls = self._leading()
-        majority_end = ls.majority_end(self._others(), self.quorum.majority)
-        if majority_end > ls.epoch_start_offset and (self.high_watermark is None or majority_end > self.high_watermark):
-            self.high_watermark = majority_end
-            out.emit(RaftHighWatermark(self.quorum.epoch, majority_end))
-            self._apply_committed(now_ms, out)
-            self._complete_parked(now_ms, out)
+    def maybe_advance_high_watermark(self, now_ms: float, out: Output) -> None:
+        node = self.node
+        majority_end = self.majority_end(node.others(), node.quorum.majority)
+        if majority_end > self.epoch_start_offset and (node.high_watermark is None or majority_end > node.high_watermark):
+            node.high_watermark = majority_end
+            out.emit(RaftHighWatermark(node.epoch, majority_end))
+            node.apply_committed(now_ms, out)
+            self.complete_parked(out)
 
     # --- the voters' and observers' fetches -------------------------------------------------------
 
-    def _on_fetch_request(self, src: str, req: FetchRequest, now_ms: float, out: Output) -> None:
-        q = self.quorum
-        if q.state is not RaftState.LEADER:
-            self._send(out, src, FetchResponse(q.epoch, q.leader, NOT_LEADER, request_id=req.request_id))
+    def on_fetch_request(self, src: str, req: FetchRequest, now_ms: float, out: Output) -> None:
+        node = self.node
+        epoch = node.epoch
+        if req.epoch < epoch:
+            node.send(out, src, FetchResponse(epoch, node.local, FENCED_LEADER_EPOCH, request_id=req.request_id))
             return
-        if req.epoch < q.epoch:
-            self._send(out, src, FetchResponse(q.epoch, self.local, FENCED_LEADER_EPOCH, request_id=req.request_id))
-            return
-        if req.epoch > q.epoch:
-            self._send(out, src, FetchResponse(q.epoch, self.local, UNKNOWN_LEADER_EPOCH, request_id=req.request_id))
+        if req.epoch > epoch:
+            node.send(out, src, FetchResponse(epoch, node.local, UNKNOWN_LEADER_EPOCH, request_id=req.request_id))
             return
         if req.fetch_offset > 0 or req.last_fetched_epoch > 0:
-            epoch, end = self.log.end_offset_for_epoch(req.last_fetched_epoch)
-            if epoch != req.last_fetched_epoch or end < req.fetch_offset:
-                self._send(
+            end_epoch, end = node.log.end_offset_for_epoch(req.last_fetched_epoch)
+            if end_epoch != req.last_fetched_epoch or end < req.fetch_offset:
+                node.send(
                     out,
                     src,
-                    FetchResponse(q.epoch, self.local, None, high_watermark=self.high_watermark, diverging_epoch=epoch, diverging_end_offset=end, request_id=req.request_id),
+                    FetchResponse(epoch, node.local, None, high_watermark=node.high_watermark, diverging_epoch=end_epoch, diverging_end_offset=end, request_id=req.request_id),
                 )
                 return
-        ls = self._leading()
-        if not req.observer and req.replica in self.voters:
-            ls.update_replica(req.replica, req.fetch_offset, self.local, q.majority, now_ms, 1.5 * self.config.fetch_timeout_ms)
-            self._maybe_advance_high_watermark(now_ms, out)
-        stale_hwm = self.high_watermark is not None and (req.high_watermark is None or req.high_watermark < self.high_watermark)
-        if req.fetch_offset < self.log.end_offset or stale_hwm:
-            self._answer_fetch(src, req, out)
+        if not req.observer and req.replica in node.voters:
+            self.update_replica(req.replica, req.fetch_offset, node.local, node.quorum.majority, now_ms, 1.5 * node.config.fetch_timeout_ms)
+            self.maybe_advance_high_watermark(now_ms, out)
+        stale_hwm = node.high_watermark is not None and (req.high_watermark is None or req.high_watermark < node.high_watermark)
+        if req.fetch_offset < node.log.end_offset or stale_hwm:
+            self.answer_fetch(src, req, out)
         else:
-            replaced = ls.park(req.replica, src, req, now_ms + self.config.fetch_max_wait_ms)
+            replaced = self.park(req.replica, src, req, now_ms + node.config.fetch_max_wait_ms)
             if replaced is not None:
-                self._answer_fetch(*replaced, out)
+                self.answer_fetch(*replaced, out)
 
-    def _answer_fetch(self, src: str, req: FetchRequest, out: Output) -> None:
-        entries = self.log.entries_from(req.fetch_offset, MAX_FETCH_ENTRIES)
-        self._send(out, src, FetchResponse(self.quorum.epoch, self.local, None, entries, self.high_watermark, request_id=req.request_id))
+    def answer_fetch(self, src: str, req: FetchRequest, out: Output) -> None:
+        node = self.node
+        entries = node.log.entries_from(req.fetch_offset, MAX_FETCH_ENTRIES)
+        node.send(out, src, FetchResponse(node.epoch, node.local, None, entries, node.high_watermark, request_id=req.request_id))
 
-    def _complete_parked(self, now_ms: float, out: Output) -> None:
-        for src, req in self._leading().take_parked():
-            self._answer_fetch(src, req, out)
+    def complete_parked(self, out: Output) -> None:
+        for src, req in self.take_parked():
+            self.answer_fetch(src, req, out)
 
-    def _expire_parked(self, now_ms: float, out: Output) -> None:
-        for src, req in self._leading().take_expired(now_ms):
-            self._answer_fetch(src, req, out)
+    def expire_parked(self, now_ms: float, out: Output) -> None:
+        for src, req in self.take_expired(now_ms):
+            self.answer_fetch(src, req, out)

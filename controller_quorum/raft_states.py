@@ -1,13 +1,14 @@
-"""What a Raft node holds in one state and drops when it leaves it, other than leading
-(leader_state.py): Kafka's ProspectiveState and CandidateState (the vote requests of the election
+"""The data of a Raft node's states other than leading (leader_state.py), with the rules that
+need nothing else: Kafka's ProspectiveState and CandidateState (the vote requests of the election
 round), ResignedState (EndQuorumEpoch's successors and unacknowledged voters), the fetching of
 FollowerState and of an observer, and KafkaRaftClient's GracefulShutdown.
 
-The node (controller_quorum/raft.py) makes the election's and the resignation's objects when it
-enters the state and drops them when it leaves (`RaftNode._drain_transitions`), so that "this field
-means nothing outside that state" is the structure rather than a comment. The quorum's election facts (epoch, vote, granted and rejected
-voters) stay in QuorumState (quorum_state.py), which persists them.
-"""
+Each state's object is a subclass that adds the node and the state's handlers: Prospective and
+Candidate (raft_election.py), Resigned (raft_resignation.py), Fetcher (raft_fetching.py). The
+node (raft.py) makes one when it enters the state and drops it when it leaves, so that "this field
+means nothing outside that state" is the structure rather than a comment. The quorum's election
+facts (epoch, vote, granted and rejected voters) stay in QuorumState (quorum_state.py), which
+persists them."""
 
 from __future__ import annotations
 

@@ -28,8 +28,11 @@ from actors.contract import Envelope, Output
 from controller_quorum import messages
 from controller_quorum.messages import LogEntry
 from controller_quorum.metadata import TopicRecord
-from controller_quorum.quorum_state import QUORUM_STATE_FILE, ElectionState
+from controller_quorum.quorum_state import QUORUM_STATE_FILE, ElectionState, RaftState
 from controller_quorum.raft import RaftConfig, RaftNode
+from controller_quorum.raft_election import Candidate, Prospective
+from controller_quorum.raft_leader import Leader
+from controller_quorum.raft_resignation import Resigned
 from controller_quorum.raft_log import LOG_FILE, RaftLog
 from tests import datadriven
 from tests.unit.raft_listener import RecordingListener
@@ -53,6 +56,15 @@ def _stored_log(epochs: list[int]) -> bytes:
     log, out = RaftLog(), Output()
     log.append([LogEntry(i, epoch, record) for (i, epoch), record in zip(enumerate(epochs), _records(0, len(epochs)), strict=True)], out)
     return b"".join(op.data for op in out.storage)
+
+
+def assert_state_objects(raft: RaftNode) -> None:
+    """After every step, each state's object exists exactly in its state (raft.py's invariants)."""
+    state = raft.state
+    assert isinstance(raft.leader_state, Leader) == (state is RaftState.LEADER), (state, raft.leader_state)
+    expected_round = {RaftState.PROSPECTIVE: Prospective, RaftState.CANDIDATE: Candidate}.get(state)
+    assert (type(raft.election) if raft.election is not None else None) is expected_round, (state, raft.election)
+    assert isinstance(raft.resigned, Resigned) == (state is RaftState.RESIGNED), (state, raft.resigned)
 
 
 class RaftScript:
@@ -81,6 +93,7 @@ class RaftScript:
             self.raft.begin_shutdown(now, out)
         elif case.command != "state":
             raise datadriven.ScriptError(f"{case.where()}: unknown command {case.command!r}")
+        assert_state_objects(self.raft)
         return "\n".join(self._printed(out))
 
     def _start(self, case: datadriven.Case, now: float, out: Output) -> RaftNode:
