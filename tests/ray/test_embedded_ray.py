@@ -25,13 +25,18 @@ pytestmark = pytest.mark.ray
 ROOT = Path(__file__).resolve().parents[2]
 CONNECT_AND_REPORT = """
 import json, os, ray
+from ray._private import ray_constants
 from actors.runtime.ray import adapter
 info = adapter.connect(None)
 during = os.environ.get("RAY_AUTH_MODE")
 gcs_address = ray.get_runtime_context().gcs_address
+worker_address = ray.get(ray.remote(num_cpus=0)(ray.util.get_node_ip_address).remote())
+driver_address = ray.util.get_node_ip_address()
 adapter.shutdown()
 after = sorted(name for name in adapter.AUTH_VARIABLES if name in os.environ)
-print(json.dumps({**info, "gcs_address": gcs_address, "auth_during": during, "auth_after": after}))
+cluster_mode_after = [ray_constants.ENABLE_RAY_CLUSTER, os.environ.get(ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR)]
+print(json.dumps({**info, "gcs_address": gcs_address, "auth_during": during, "auth_after": after,
+                  "worker_address": worker_address, "driver_address": driver_address, "cluster_mode_after": cluster_mode_after}))
 """
 
 
@@ -61,7 +66,7 @@ def ray_tmpdir():
 
 
 def test_no_address_starts_an_embedded_ray_even_when_a_cluster_is_recorded(ray_tmpdir):
-    """And the embedded Ray's authentication token is the process's own, not ~/.ray/auth_token:
+    """On loopback. And the embedded Ray's authentication token is the process's own, not ~/.ray/auth_token:
     Ray would write that file for good, and every later driver of the machine joining a cluster
     with `auto` would then turn token authentication on, which a cluster started without it
     (`ray up`) answers by dropping every actor the driver creates."""
@@ -85,3 +90,7 @@ def test_no_address_starts_an_embedded_ray_even_when_a_cluster_is_recorded(ray_t
     assert list((ray_tmpdir / "ray").glob("session_*")), "the embedded Ray ran in the test's temp dir"
     assert info["auth_during"] == "token" and info["auth_after"] == []
     assert not (ray_tmpdir / ".ray" / "auth_token").exists()
+    # Ray's single-machine mode: the embedded Ray's processes, and so the node actors' wire and
+    # the Kafka listeners, are on loopback; after it, this process joins clusters as usual.
+    assert (info["gcs_address"].rsplit(":", 1)[0], info["driver_address"], info["worker_address"]) == ("127.0.0.1",) * 3
+    assert info["cluster_mode_after"] == [True, None]

@@ -105,7 +105,9 @@ def fake_cluster():
     # RAY_AUTH_MODE: `ray start` turns token authentication on when ~/.ray/auth_token exists, and
     # the state API's HTTP client here would then need the token: the same mode whatever the home
     # folder holds. PYTHONPATH: the workers import this checkout's kraftlab.
-    env.update(RAY_TMPDIR=tmp, PYTHONPATH=str(ROOT), RAY_AUTH_MODE="disabled")
+    # RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0: Ray's single-machine mode, every fake node (all of them
+    # processes of this machine) and every driver on 127.0.0.1, as kraftlab's embedded Ray.
+    env.update(RAY_TMPDIR=tmp, PYTHONPATH=str(ROOT), RAY_AUTH_MODE="disabled", RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")
     dashboard = f"http://127.0.0.1:{dashboard_port}"
     try:
         start = subprocess.run(
@@ -125,6 +127,7 @@ def fake_cluster():
                 break
             time.sleep(1)
         assert len(alive) == NODES, f"{len(alive)} of {NODES} Ray nodes alive after {START_TIMEOUT_S} s"
+        assert {n.node_ip for n in alive} == {"127.0.0.1"}
         yield {"address": f"127.0.0.1:{gcs_port}", "dashboard": dashboard, "env": env, "tmp": tmp,
                "nodes": {n.node_id for n in alive}}
     finally:

@@ -7,6 +7,7 @@ the restarted host (moved to a surviving node, its directory cut to what was flu
 """
 
 import pytest
+import ray
 from ray.cluster_utils import Cluster
 
 from actors.runtime.ray import adapter
@@ -21,13 +22,16 @@ pytestmark = pytest.mark.ray
 @pytest.fixture(scope="module")
 def three_nodes():
     adapter.shutdown()
+    adapter.enter_single_machine_mode()  # every node on loopback, as an embedded Ray's
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     workers = [cluster.add_node(num_cpus=1) for _ in range(2)]
     cluster.wait_for_nodes()
     adapter.connect(cluster.address)
+    assert {n["NodeManagerAddress"] for n in ray.nodes()} == {"127.0.0.1"}
     yield cluster, workers
     adapter.shutdown()
     cluster.shutdown()
+    adapter.leave_single_machine_mode()
 
 
 def scenario():

@@ -84,6 +84,7 @@ def connect(address: str | None, worker_niceness: int | None = None) -> dict[str
     arguments = ray_init_arguments(address, os.environ, worker_niceness)
     if arguments["address"] == "local":
         _token_of_this_process()
+        enter_single_machine_mode()
     if interrupts.installed():
         # While it starts, Ray puts in SIGTERM handlers of its own (the node's, then the driver's:
         # `sys.exit(15)` once a 30 s wait for a raylet the same signal killed is over): keep the
@@ -142,6 +143,43 @@ def _restore_auth_environment() -> None:
     AuthenticationTokenLoader.instance().reset_cache()
 
 
+_loopback_before: tuple[bool, str | None] | None = None
+
+
+def enter_single_machine_mode() -> None:
+    """An embedded Ray in Ray's single-machine mode (its default on macOS and Windows): every
+    process of it takes 127.0.0.1 as its node's address, so Ray's own connections, the node
+    actors' wire and the brokers' Kafka listeners stay on loopback. On Linux, Ray takes the host's
+    interface address even for a cluster of one machine. Ray reads the switch where it decides
+    (`services.get_node_ip_address`): its constant in this process, which has imported Ray, and
+    the variable in the processes it starts, which inherit this environment. Put back by
+    `shutdown` (or `leave_single_machine_mode`), so that this process joins a cluster next as
+    usual. A test's `ray.cluster_utils.Cluster`, all of whose nodes are this machine's, enters it
+    too before it starts."""
+    global _loopback_before
+    from ray._private import ray_constants
+
+    if os.environ.get(ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR):
+        return  # the user chose
+    _loopback_before = (ray_constants.ENABLE_RAY_CLUSTER, os.environ.get(ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR))
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    os.environ[ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR] = "0"
+
+
+def leave_single_machine_mode() -> None:
+    global _loopback_before
+    if _loopback_before is None:
+        return
+    from ray._private import ray_constants
+
+    ray_constants.ENABLE_RAY_CLUSTER, variable = _loopback_before
+    if variable is None:
+        os.environ.pop(ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR, None)
+    else:
+        os.environ[ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR] = variable
+    _loopback_before = None
+
+
 def _keep_ray_off_the_console() -> None:
     """A Ray driver prints on stdout whatever the raylets push to it, whatever `log_to_driver`
     says: with a dozen actors per run on few CPUs, warnings such as "N PYTHON worker processes
@@ -185,3 +223,4 @@ def shutdown() -> None:
         ray.shutdown()
     _embedded_logs = None
     _restore_auth_environment()
+    leave_single_machine_mode()
