@@ -184,7 +184,7 @@ class RaftNode:
         if self.resigned is not None:
             candidates.append(self.resigned.end_quorum_retry_at())
         if self.leader_state is not None:
-            candidates += self.leader_state.next_deadline()
+            candidates += self.leader_state.deadlines()
         if self._shutting_down():
             candidates.append(self.shutdown.deadline_ms)
         else:
@@ -192,7 +192,7 @@ class RaftNode:
             candidates += [q.election_deadline_ms, q.fetch_deadline_ms, q.backoff_until_ms]
         if self.election is not None:
             candidates.append(self.election.vote_retry_at())
-        candidates += self.fetching.next_deadline()
+        candidates += self.fetching.deadlines()
         present = [c for c in candidates if c is not None]
         return min(present) if present else None
 

@@ -43,7 +43,7 @@ class Fetcher(FetchState):
         req = FetchRequest(node.epoch, node.local, node.log.end_offset, node.log.last_epoch, not node.is_voter, node.high_watermark, request_id)
         node.send(out, dst, req, durable=True)
 
-    def next_deadline(self) -> list[float | None]:
+    def deadlines(self) -> list[float | None]:
         """A voter's fetch in flight times out only while it follows; an observer, idle, asks again."""
         node = self.node
         deadlines: list[float | None] = []

@@ -88,7 +88,9 @@ class Leader(LeaderState):
         if due(self.check_quorum_deadline_ms, now_ms):
             self.resign(now_ms, out, reason="check_quorum")
 
-    def next_deadline(self) -> list[float | None]:
+    def deadlines(self) -> list[float | None]:
+        """The leader's timers (None: not set): Check Quorum, the linger, BeginQuorumEpoch, the
+        earliest parked fetch."""
         return [self.check_quorum_deadline_ms, self.linger_deadline_ms, self.begin_quorum_epoch_at_ms, self.next_parked_deadline()]
 
     def resign(self, now_ms: float, out: Output, reason: str) -> None:
