@@ -29,9 +29,8 @@ def three_nodes():
     adapter.connect(cluster.address)
     assert {n["NodeManagerAddress"] for n in ray.nodes()} == {"127.0.0.1"}
     yield cluster, workers
-    adapter.shutdown()
+    adapter.shutdown()  # and leaves the single-machine mode
     cluster.shutdown()
-    adapter.leave_single_machine_mode()
 
 
 def scenario():

@@ -34,7 +34,6 @@ from .session import (
     connect,
     copy_embedded_logs,
     enter_single_machine_mode,
-    leave_single_machine_mode,
     ray_init_arguments,
     runs_embedded_ray,
     shutdown,
@@ -42,9 +41,9 @@ from .session import (
 
 __all__ = [
     "ACTOR_OPTIONS", "ADDRESS_EXPECTED", "AUTH_VARIABLES", "HOST_UP_MARKER", "KERNEL_WIRE_TIMEOUT_MS", "NODE_LABEL",
-    "PROCESS_END_TIMEOUT_S", "EchoActor", "enter_single_machine_mode", "leave_single_machine_mode", "HostAgent", "KernelFaultAgent", "NodeActor", "address_problem", "alive_nodes",
+    "PROCESS_END_TIMEOUT_S", "EchoActor", "HostAgent", "KernelFaultAgent", "NodeActor", "address_problem", "alive_nodes",
     "cluster_cpus", "connect", "copy_embedded_logs", "create_agent", "create_client", "create_kernel_fault_agents",
-    "echo_round_trips_per_s", "finished", "get", "kernel_fault_problems", "kill", "node_is_alive", "process_is_running",
+    "echo_round_trips_per_s", "enter_single_machine_mode", "finished", "get", "kernel_fault_problems", "kill", "node_is_alive", "process_is_running",
     "ray_init_arguments", "runs_embedded_ray", "shutdown", "task_submitter", "this_node", "this_node_resource",
     "wait_for_processes_to_end", "wait_quietly",
 ]

@@ -143,7 +143,8 @@ def _restore_auth_environment() -> None:
     AuthenticationTokenLoader.instance().reset_cache()
 
 
-_loopback_before: tuple[bool, str | None] | None = None
+# Ray's own switch as this process found it, while the embedded Ray is in single-machine mode.
+_cluster_mode_before: bool | None = None
 
 
 def enter_single_machine_mode() -> None:
@@ -153,31 +154,28 @@ def enter_single_machine_mode() -> None:
     interface address even for a cluster of one machine. Ray reads the switch where it decides
     (`services.get_node_ip_address`): its constant in this process, which has imported Ray, and
     the variable in the processes it starts, which inherit this environment. Put back by
-    `shutdown` (or `leave_single_machine_mode`), so that this process joins a cluster next as
-    usual. A test's `ray.cluster_utils.Cluster`, all of whose nodes are this machine's, enters it
-    too before it starts."""
-    global _loopback_before
+    `shutdown`, so that this process joins a cluster next as usual. A test's
+    `ray.cluster_utils.Cluster`, all of whose nodes are this machine's, enters it too before it
+    starts."""
+    global _cluster_mode_before
     from ray._private import ray_constants
 
-    if os.environ.get(ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR):
+    if ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR in os.environ:
         return  # the user chose
-    _loopback_before = (ray_constants.ENABLE_RAY_CLUSTER, os.environ.get(ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR))
+    _cluster_mode_before = ray_constants.ENABLE_RAY_CLUSTER
     ray_constants.ENABLE_RAY_CLUSTER = False
     os.environ[ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR] = "0"
 
 
-def leave_single_machine_mode() -> None:
-    global _loopback_before
-    if _loopback_before is None:
+def _leave_single_machine_mode() -> None:
+    global _cluster_mode_before
+    if _cluster_mode_before is None:
         return
     from ray._private import ray_constants
 
-    ray_constants.ENABLE_RAY_CLUSTER, variable = _loopback_before
-    if variable is None:
-        os.environ.pop(ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR, None)
-    else:
-        os.environ[ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR] = variable
-    _loopback_before = None
+    ray_constants.ENABLE_RAY_CLUSTER = _cluster_mode_before
+    os.environ.pop(ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR, None)
+    _cluster_mode_before = None
 
 
 def _keep_ray_off_the_console() -> None:
@@ -223,4 +221,4 @@ def shutdown() -> None:
         ray.shutdown()
     _embedded_logs = None
     _restore_auth_environment()
-    leave_single_machine_mode()
+    _leave_single_machine_mode()
